@@ -1,0 +1,149 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Status is the state of an idempotency record.
+type Status int
+
+const (
+	// StatusInProgress means an execution holds (or held) the lease and has not completed.
+	StatusInProgress Status = iota + 1
+	// StatusCompleted means the outcome is stored and is replayed to every repeat.
+	StatusCompleted
+)
+
+// String returns "in_progress" or "completed".
+func (s Status) String() string {
+	switch s {
+	case StatusInProgress:
+		return "in_progress"
+	case StatusCompleted:
+		return "completed"
+	default:
+		return "unknown"
+	}
+}
+
+// Record is one stored idempotency key. The store key is (Caller, Key):
+// two callers never see each other's records.
+type Record struct {
+	Caller      string
+	Key         string
+	Fingerprint string
+	Status      Status
+	// Attempt is the fencing counter: 1 when first claimed, incremented by every
+	// takeover of a stale lease. Every write after a claim is conditional on it.
+	Attempt     int64
+	LockedUntil time.Time
+	// RecoveryPoint names the last recovery point saved ("" before the first).
+	RecoveryPoint string
+	// RecoveryData is opaque state saved with the recovery point (step results).
+	RecoveryData []byte
+	// Response is the opaque encoded outcome, set when Status is StatusCompleted.
+	Response  []byte
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// ClaimRequest asks a Store to claim (Caller, Key) for one execution.
+type ClaimRequest struct {
+	Caller      string
+	Key         string
+	Fingerprint string
+	// Lease is how long the claim holds before another claim may take it over.
+	Lease time.Duration
+	// TTL is how long the record lives from its creation.
+	TTL time.Duration
+}
+
+// ClaimOutcome says what a claim found.
+type ClaimOutcome int
+
+const (
+	// ClaimCreated: no live record existed; a new in-progress record was created
+	// with Attempt 1. The caller owns the execution.
+	ClaimCreated ClaimOutcome = iota + 1
+	// ClaimTakenOver: an in-progress record whose lease had expired (and whose
+	// fingerprint matched) was taken over; its Attempt was incremented and its
+	// recovery point kept. The caller owns the execution and resumes it.
+	ClaimTakenOver
+	// ClaimInProgress: another execution holds a live lease. Nothing changed.
+	ClaimInProgress
+	// ClaimCompleted: the record is completed; Record.Response holds the outcome.
+	ClaimCompleted
+	// ClaimMismatch: a live record exists with another fingerprint. Nothing changed.
+	ClaimMismatch
+)
+
+// Claim is the result of Store.Claim: the outcome and the record as it is after the claim.
+type Claim struct {
+	Outcome ClaimOutcome
+	Record  Record
+}
+
+// Fence identifies one execution's ownership of a record. Writes made with a
+// Fence succeed only while the record's Attempt still equals Fence.Attempt.
+type Fence struct {
+	Caller  string
+	Key     string
+	Attempt int64
+}
+
+// ErrLeaseLost is returned by a fenced write when the record's attempt counter
+// moved on (another execution took over), or the record is gone. The write had
+// no effect; the execution must stop.
+var ErrLeaseLost = errors.New("idempotency: lease lost to a newer attempt")
+
+// ErrNotFound is returned by Store.Get when no live record exists.
+var ErrNotFound = errors.New("idempotency: record not found")
+
+// Store keeps idempotency records. Implementations must be safe for concurrent
+// use, and must pass the conformance suite in package storetest.
+//
+// Expired records (ExpiresAt in the past) behave as absent for Claim and Get
+// even before DeleteExpired removes them. Times are the store's own clock
+// (the database's for a shared store); callers pass durations, never instants.
+type Store interface {
+	// Claim atomically creates the record, takes over a stale in-progress
+	// record with the same fingerprint, or reports what exists. Never a read
+	// followed by a separate write.
+	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+	// SaveRecoveryPoint stores point and data and extends the lease by lease,
+	// conditional on f. ErrLeaseLost when the fence no longer holds.
+	SaveRecoveryPoint(ctx context.Context, f Fence, point string, data []byte, lease time.Duration) error
+	// Complete stores the outcome and marks the record completed, conditional
+	// on f. The record keeps its ExpiresAt. ErrLeaseLost when the fence no longer holds.
+	Complete(ctx context.Context, f Fence, response []byte) error
+	// Release deletes an in-progress record owned by f, freeing the key (a
+	// rejection before execution began). ErrLeaseLost when the fence no longer holds.
+	Release(ctx context.Context, f Fence) error
+	// Get returns the live record for (caller, key) or ErrNotFound.
+	Get(ctx context.Context, caller, key string) (Record, error)
+	// DeleteExpired removes up to limit expired records (limit <= 0: all) and
+	// returns how many it removed. Safe to run from many instances at once.
+	DeleteExpired(ctx context.Context, limit int) (int, error)
+}
+
+// TxStore is a Store that can complete a record in a transaction which also
+// carries the execution's own local writes, so they commit or roll back together.
+type TxStore interface {
+	Store
+	// Begin starts the transaction for the execution fenced by f.
+	Begin(ctx context.Context, f Fence) (Tx, error)
+}
+
+// Tx is an open completion transaction from TxStore.Begin.
+type Tx interface {
+	// Context returns ctx carrying the transaction, for the execution's local
+	// writes (each store documents how to take it out, e.g. pgstore.TxFrom).
+	Context(ctx context.Context) context.Context
+	// Complete stores response, conditional on the fence, and commits. On
+	// ErrLeaseLost (or any error) everything in the transaction is rolled back.
+	Complete(ctx context.Context, response []byte) error
+	// Rollback abandons the transaction. Safe to call after Complete (no-op).
+	Rollback(ctx context.Context) error
+}
