@@ -1,0 +1,79 @@
+package retry
+
+import (
+	"context"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// deadlineOf returns the total deadline: the context's or now+total,
+// whichever is sooner. The zero time means there is none.
+func deadlineOf(ctx context.Context, total time.Duration, now time.Time) time.Time {
+	d, ok := ctx.Deadline()
+	if total > 0 {
+		if own := now.Add(total); !ok || own.Before(d) {
+			return own
+		}
+	}
+	if ok {
+		return d
+	}
+	return time.Time{}
+}
+
+// withTotalDeadline bounds ctx by the total timeout when that ends sooner
+// than the context's own deadline. The returned cancel is never nil.
+func withTotalDeadline(ctx context.Context, clk clock.Clock, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, noop
+	}
+	if d, ok := ctx.Deadline(); ok && !deadline.Before(d) {
+		return ctx, noop
+	}
+	return clk.WithDeadline(ctx, deadline)
+}
+
+// attemptTimeout returns the timeout for one attempt: the configured per-attempt
+// timeout, never more than what is left before the deadline. Zero means none.
+func attemptTimeout(perAttempt time.Duration, deadline, now time.Time) time.Duration {
+	if deadline.IsZero() {
+		return perAttempt
+	}
+	left := deadline.Sub(now)
+	if perAttempt > 0 && perAttempt < left {
+		return perAttempt
+	}
+	return 0 // the total deadline already bounds the attempt
+}
+
+// withAttemptTimeout derives one attempt's context. The cancel is never nil.
+func withAttemptTimeout(ctx context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, noop
+	}
+	return clk.WithTimeout(ctx, d)
+}
+
+// waitEndsPastDeadline reports whether a wait starting now would end at or
+// after the deadline, leaving no time for another attempt.
+func waitEndsPastDeadline(now time.Time, wait time.Duration, deadline time.Time) bool {
+	return !deadline.IsZero() && !now.Add(wait).Before(deadline)
+}
+
+// sleep waits d on clk, returning early (false) when ctx is done.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := clk.Timer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func noop() {}

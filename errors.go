@@ -1,0 +1,79 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Reasons why a retry loop stopped without success. An *Error carries exactly
+// one of them, and errors.Is finds it.
+var (
+	// ErrAttemptsExhausted: every allowed attempt was made and the last one failed.
+	ErrAttemptsExhausted = errors.New("retry: attempts exhausted")
+	// ErrDeadline: the total deadline was reached, or the next wait would end past it.
+	ErrDeadline = errors.New("retry: deadline reached")
+	// ErrBudgetDenied: the retry budget had no token for another attempt.
+	ErrBudgetDenied = errors.New("retry: retry budget denied")
+	// ErrPermanent: the last error is not transient (or was marked with Permanent).
+	ErrPermanent = errors.New("retry: permanent error")
+	// ErrCancelled: the caller's context was cancelled.
+	ErrCancelled = errors.New("retry: cancelled")
+	// ErrPushback: the server asked for a wait longer than the policy allows
+	// (Retry-After over the cap), or said not to retry at all.
+	ErrPushback = errors.New("retry: server pushback")
+)
+
+// Error is the error returned when a retry loop stops without success. It
+// keeps the number of attempts, the reason (one of the Err* sentinels above)
+// and the last operation error, which is never lost: errors.Is and errors.As
+// see the reason, the last error and, when the context ended the loop, the
+// context's error.
+type Error struct {
+	// Attempts is the number of times the operation was called.
+	Attempts int
+	// Reason is one of ErrAttemptsExhausted, ErrDeadline, ErrBudgetDenied,
+	// ErrPermanent, ErrCancelled or ErrPushback.
+	Reason error
+	// Last is the error of the last attempt (with markers such as Permanent
+	// removed). It is nil only when the loop stopped before the first attempt.
+	Last error
+	// Context is the context's error (context.Canceled or
+	// context.DeadlineExceeded) when the context ended the loop, else nil.
+	Context error
+}
+
+// Error describes the reason, the number of attempts and the last error.
+func (e *Error) Error() string {
+	if e.Last == nil {
+		return fmt.Sprintf("%v after %d attempts", e.Reason, e.Attempts)
+	}
+	return fmt.Sprintf("%v after %d attempts: %v", e.Reason, e.Attempts, e.Last)
+}
+
+// Unwrap returns the reason, the last error and the context's error, leaving
+// out the nil ones, so errors.Is and errors.As find each of them.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	for _, err := range [...]error{e.Reason, e.Last, e.Context} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// newError builds the loop's final error. When the context ended the loop,
+// its error is attached so errors.Is(err, context.Canceled) holds.
+func newError(ctx context.Context, attempts int, reason, last error) *Error {
+	e := &Error{Attempts: attempts, Reason: reason, Last: last}
+	if reason == ErrCancelled || reason == ErrDeadline {
+		e.Context = ctx.Err()
+		if e.Context == nil && reason == ErrDeadline {
+			// Stopped early because the next wait would end past the deadline:
+			// for the caller this is the deadline being exceeded.
+			e.Context = context.DeadlineExceeded
+		}
+	}
+	return e
+}

@@ -1,0 +1,111 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Do calls op until it succeeds, fails permanently, or the policy gives up,
+// and returns nil or an *Error that keeps the last error of op.
+//
+// Each call of op gets a context bounded by the total deadline (the ctx's or
+// WithTotalTimeout's, whichever is sooner) and by WithAttemptTimeout. Between
+// attempts Do waits as the Backoff says (full jitter by default), at least as
+// long as a RetryAfter marker asks, and never past the deadline: when a wait
+// would end after it, Do returns at once. A context cancelled during a wait
+// returns at once too.
+//
+// The defaults are DefaultMaxAttempts attempts, FullJitter(DefaultBackoffBase,
+// DefaultBackoffCap), DefaultClassifier, no budget and no timeouts.
+//
+// One layer: inside another retry loop of this package (found through ctx),
+// Do calls op once and returns its error unchanged, markers included, so the
+// outer loop decides and attempts never multiply.
+func Do(ctx context.Context, op func(context.Context) error, opts ...Option) error {
+	c := configFor(opts)
+	if inLoop(ctx) {
+		return c.once(ctx, op)
+	}
+	deadline := c.deadline(ctx)
+	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
+	defer cancel()
+	ctx = markLoop(ctx)
+	n, last, reason := c.run(ctx, deadline, func(int) outcome {
+		actx, acancel := c.attemptContext(ctx, deadline)
+		err := op(actx)
+		acancel()
+		return c.classifyErr(err)
+	})
+	if reason == nil {
+		return nil
+	}
+	return newError(ctx, n, reason, unmark(last.err))
+}
+
+// DoValue is Do for an operation that returns a value: it returns the value
+// of the successful call, or the zero value and an *Error.
+func DoValue[T any](ctx context.Context, op func(context.Context) (T, error), opts ...Option) (T, error) {
+	var v T
+	err := Do(ctx, func(ctx context.Context) error {
+		r, err := op(ctx)
+		if err == nil {
+			v = r
+		}
+		return err
+	}, opts...)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// once runs op a single time under the policy's timeouts (nested loops).
+func (c *config) once(ctx context.Context, op func(context.Context) error) error {
+	deadline := c.deadline(ctx)
+	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
+	defer cancel()
+	actx, acancel := c.attemptContext(ctx, deadline)
+	defer acancel()
+	return op(actx)
+}
+
+// deadline returns the total deadline, reading the clock only when a total
+// timeout is configured.
+func (c *config) deadline(ctx context.Context) time.Time {
+	if c.totalTimeout <= 0 {
+		d, _ := ctx.Deadline()
+		return d
+	}
+	return deadlineOf(ctx, c.totalTimeout, c.clock.Now())
+}
+
+// attemptContext derives one attempt's context from the loop's.
+func (c *config) attemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if c.attemptTimeout <= 0 {
+		return ctx, noop
+	}
+	return withAttemptTimeout(ctx, c.clock, attemptTimeout(c.attemptTimeout, deadline, c.clock.Now()))
+}
+
+// classifyErr turns an operation's error into the loop's outcome.
+func (c *config) classifyErr(err error) outcome {
+	if err == nil {
+		return outcome{}
+	}
+	o := outcome{err: err}
+	var done *Error
+	switch {
+	case IsPermanent(err):
+	case errors.As(err, &done):
+		// Another loop already retried (or refused to): one layer retries.
+	default:
+		if d, ok := retryAfterOf(err); ok {
+			o.retry, o.floor, o.hasFloor = true, d, true
+		} else {
+			o.retry = c.classifier(err)
+		}
+	}
+	return o
+}
