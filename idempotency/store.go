@@ -107,6 +107,13 @@ var ErrNotFound = errors.New("idempotency: record not found")
 // Expired records (ExpiresAt in the past) behave as absent for Claim and Get
 // even before DeleteExpired removes them. Times are the store's own clock
 // (the database's for a shared store); callers pass durations, never instants.
+//
+// Fenced writes (SaveRecoveryPoint, Complete, Release) apply only to an
+// in-progress record whose Attempt equals the Fence's: once a record is
+// completed its outcome is final, and a second Complete, a late recovery point
+// or a Release with the same fence get ErrLeaseLost and change nothing.
+// A claim's Record and Get's Record are copies: the caller may keep or modify
+// their byte slices, and a store does not keep the slices passed to it.
 type Store interface {
 	// Claim atomically creates the record, takes over a stale in-progress
 	// record with the same fingerprint, or reports what exists. Never a read
@@ -130,6 +137,11 @@ type Store interface {
 
 // TxStore is a Store that can complete a record in a transaction which also
 // carries the execution's own local writes, so they commit or roll back together.
+//
+// While a Tx is open the execution still saves recovery points through the
+// Store methods (outside the transaction, so they commit before an external
+// call), so Begin must not take a lock that blocks SaveRecoveryPoint on the
+// same record from another connection.
 type TxStore interface {
 	Store
 	// Begin starts the transaction for the execution fenced by f.

@@ -1,0 +1,258 @@
+package idempotency
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// MemoryStore is a Store that keeps records in process memory, for a single
+// instance, tests and examples. It is safe for concurrent use. The zero value
+// is not usable; call NewMemoryStore.
+//
+// Time comes from the clock given to NewMemoryStore. A record is expired once
+// its ExpiresAt is not after now, and a lease is stale once its LockedUntil is
+// not after now.
+//
+// Expired records are invisible at once. Their memory is reclaimed by
+// DeleteExpired (see StartSweeper) and also, a few at a time, by every Claim,
+// so a MemoryStore that is never swept still holds only about as many records
+// as were created within one TTL.
+type MemoryStore struct {
+	clock clock.Clock
+
+	mu      sync.Mutex
+	records map[memKey]*memRecord
+	expiry  expiryQueue
+	gen     uint64
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+type memKey struct{ caller, key string }
+
+type memRecord struct {
+	rec Record
+	gen uint64 // identifies this incarnation of the key in the expiry queue
+}
+
+// claimCollect is how many expired records each Claim reclaims at most.
+const claimCollect = 2
+
+// errInvalidClaim is returned by MemoryStore.Claim for a request without a
+// positive Lease and TTL.
+var errInvalidClaim = errors.New("idempotency: claim needs a positive Lease and TTL")
+
+// NewMemoryStore returns an empty MemoryStore reading time from clk
+// (nil: the system clock).
+func NewMemoryStore(clk clock.Clock) *MemoryStore {
+	if clk == nil {
+		clk = clock.New()
+	}
+	return &MemoryStore{clock: clk, records: make(map[memKey]*memRecord)}
+}
+
+// Claim implements Store.
+func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return Claim{}, err
+	}
+	if req.Lease <= 0 || req.TTL <= 0 {
+		return Claim{}, errInvalidClaim
+	}
+	now := s.clock.Now()
+	k := memKey{req.Caller, req.Key}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.collect(now, claimCollect)
+
+	r := s.live(k, now)
+	if r == nil {
+		s.gen++
+		r = &memRecord{gen: s.gen, rec: Record{
+			Caller:      req.Caller,
+			Key:         req.Key,
+			Fingerprint: req.Fingerprint,
+			Status:      StatusInProgress,
+			Attempt:     1,
+			LockedUntil: now.Add(req.Lease),
+			CreatedAt:   now,
+			ExpiresAt:   now.Add(req.TTL),
+		}}
+		s.records[k] = r
+		heap.Push(&s.expiry, expiryEntry{at: r.rec.ExpiresAt, key: k, gen: r.gen})
+		return Claim{Outcome: ClaimCreated, Record: copyRecord(r.rec)}, nil
+	}
+	switch {
+	case r.rec.Fingerprint != req.Fingerprint:
+		return Claim{Outcome: ClaimMismatch, Record: copyRecord(r.rec)}, nil
+	case r.rec.Status == StatusCompleted:
+		return Claim{Outcome: ClaimCompleted, Record: copyRecord(r.rec)}, nil
+	case r.rec.LockedUntil.After(now):
+		return Claim{Outcome: ClaimInProgress, Record: copyRecord(r.rec)}, nil
+	}
+	r.rec.Attempt++
+	r.rec.LockedUntil = now.Add(req.Lease)
+	return Claim{Outcome: ClaimTakenOver, Record: copyRecord(r.rec)}, nil
+}
+
+// SaveRecoveryPoint implements Store.
+func (s *MemoryStore) SaveRecoveryPoint(ctx context.Context, f Fence, point string, data []byte, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.fenced(f, now)
+	if err != nil {
+		return err
+	}
+	r.rec.RecoveryPoint = point
+	r.rec.RecoveryData = bytes.Clone(data)
+	r.rec.LockedUntil = now.Add(lease)
+	return nil
+}
+
+// Complete implements Store.
+func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.fenced(f, now)
+	if err != nil {
+		return err
+	}
+	r.rec.Status = StatusCompleted
+	r.rec.Response = bytes.Clone(response)
+	if r.rec.Response == nil {
+		r.rec.Response = []byte{}
+	}
+	return nil
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, f Fence) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.fenced(f, now); err != nil {
+		return err
+	}
+	delete(s.records, memKey{f.Caller, f.Key})
+	return nil
+}
+
+// Get implements Store.
+func (s *MemoryStore) Get(ctx context.Context, caller, key string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.live(memKey{caller, key}, now)
+	if r == nil {
+		return Record{}, ErrNotFound
+	}
+	return copyRecord(r.rec), nil
+}
+
+// DeleteExpired implements Store.
+func (s *MemoryStore) DeleteExpired(ctx context.Context, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.collect(now, limit), nil
+}
+
+// Len reports how many records the store holds, expired ones not yet removed
+// included.
+func (s *MemoryStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
+}
+
+// live returns the unexpired record for k, removing an expired one. s.mu is held.
+func (s *MemoryStore) live(k memKey, now time.Time) *memRecord {
+	r, ok := s.records[k]
+	if !ok {
+		return nil
+	}
+	if !r.rec.ExpiresAt.After(now) {
+		delete(s.records, k)
+		return nil
+	}
+	return r
+}
+
+// fenced returns the in-progress record f owns, or ErrLeaseLost. s.mu is held.
+func (s *MemoryStore) fenced(f Fence, now time.Time) (*memRecord, error) {
+	r := s.live(memKey{f.Caller, f.Key}, now)
+	if r == nil || r.rec.Attempt != f.Attempt || r.rec.Status != StatusInProgress {
+		return nil, ErrLeaseLost
+	}
+	return r, nil
+}
+
+// collect removes up to limit (<= 0: all) expired records. s.mu is held.
+func (s *MemoryStore) collect(now time.Time, limit int) int {
+	removed := 0
+	for s.expiry.Len() > 0 && (limit <= 0 || removed < limit) {
+		e := s.expiry[0]
+		if e.at.After(now) {
+			break
+		}
+		heap.Pop(&s.expiry)
+		// The entry may describe a record since released or replaced.
+		if r, ok := s.records[e.key]; ok && r.gen == e.gen {
+			delete(s.records, e.key)
+			removed++
+		}
+	}
+	return removed
+}
+
+func copyRecord(r Record) Record {
+	r.RecoveryData = bytes.Clone(r.RecoveryData)
+	r.Response = bytes.Clone(r.Response)
+	return r
+}
+
+// expiryEntry schedules the removal of one incarnation of a key.
+type expiryEntry struct {
+	at  time.Time
+	key memKey
+	gen uint64
+}
+
+// expiryQueue is a min-heap of expiryEntry by time.
+type expiryQueue []expiryEntry
+
+func (q expiryQueue) Len() int           { return len(q) }
+func (q expiryQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q expiryQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *expiryQueue) Push(x any)        { *q = append(*q, x.(expiryEntry)) }
+func (q *expiryQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = expiryEntry{}
+	*q = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,95 @@
+// Package storetest is the conformance suite for idempotency.Store
+// implementations, in the spirit of testing/fstest.TestFS: every store must
+// pass it.
+//
+// A store's test calls Run with a function that builds a Harness:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) storetest.Harness {
+//			mock := clock.NewMock()
+//			return storetest.Harness{
+//				Store:   idempotency.NewMemoryStore(mock),
+//				Advance: mock.Add,
+//			}
+//		})
+//	}
+//
+// The suite never sleeps: it moves time with Harness.Advance. It uses leases
+// and TTLs of whole seconds and always advances at least one second past a
+// deadline, so a store may treat the instant of expiry either way and may keep
+// times at microsecond precision.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// Harness is one fresh store under test and the means to move its time.
+type Harness struct {
+	// Store is a new store that shares no records with any other Harness's
+	// store, so subtests can neither see nor disturb each other. Clean it up
+	// with t.Cleanup in the function that builds the Harness.
+	Store idempotency.Store
+
+	// Advance moves the store's notion of now forward by d, for every later
+	// call on Store (for a database store, the time its queries see). The
+	// suite never calls it concurrently with a store call. Required.
+	Advance func(d time.Duration)
+
+	// TxWrite and TxWritten are optional, used only when Store implements
+	// idempotency.TxStore, to check that local writes commit and roll back
+	// with the completion. TxWrite makes a local write named name through the
+	// transaction that ctx carries (ctx comes from Tx.Context). TxWritten
+	// reports whether a committed local write named name exists. Leave both
+	// nil to check only the records.
+	TxWrite   func(ctx context.Context, name string) error
+	TxWritten func(t *testing.T, name string) bool
+}
+
+// Run runs the whole suite as subtests of t, building a fresh Harness for
+// every subtest with newHarness.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			if h.Store == nil || h.Advance == nil {
+				t.Fatal("storetest: Harness needs Store and Advance")
+			}
+			tc.run(t, h)
+		})
+	}
+}
+
+// cases lists every check, in the order they run.
+var cases = []struct {
+	name string
+	run  func(t *testing.T, h Harness)
+}{
+	{"ClaimCreates", testClaimCreates},
+	{"ClaimWhileInProgress", testClaimWhileInProgress},
+	{"ClaimRace", testClaimRace},
+	{"CompleteThenReplay", testCompleteThenReplay},
+	{"FingerprintMismatch", testFingerprintMismatch},
+	{"MismatchNeverTakesOver", testMismatchNeverTakesOver},
+	{"TakeoverAfterLease", testTakeoverAfterLease},
+	{"TakeoverRace", testTakeoverRace},
+	{"RecoveryPointExtendsLease", testRecoveryPointExtendsLease},
+	{"CompletedIsNeverTakenOver", testCompletedIsNeverTakenOver},
+	{"StaleFenceWritesNothing", testStaleFenceWritesNothing},
+	{"WritesAfterCompleteFail", testWritesAfterCompleteFail},
+	{"ReleaseFreesKey", testReleaseFreesKey},
+	{"GetNotFound", testGetNotFound},
+	{"Expiry", testExpiry},
+	{"DeleteExpired", testDeleteExpired},
+	{"DeleteExpiredLimit", testDeleteExpiredLimit},
+	{"TenantIsolation", testTenantIsolation},
+	{"RecordsAreCopies", testRecordsAreCopies},
+	{"TxCompleteCommits", testTxCompleteCommits},
+	{"TxLostLeaseRollsBack", testTxLostLeaseRollsBack},
+	{"TxRollback", testTxRollback},
+}

@@ -1,0 +1,91 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+func txStore(t *testing.T, h Harness) idempotency.TxStore {
+	t.Helper()
+	ts, ok := h.Store.(idempotency.TxStore)
+	if !ok {
+		t.Skip("store does not implement idempotency.TxStore")
+	}
+	return ts
+}
+
+func txWrite(t *testing.T, h Harness, ctx context.Context, name string) {
+	t.Helper()
+	if h.TxWrite != nil {
+		noErr(t, "TxWrite", h.TxWrite(ctx, name))
+	}
+}
+
+func wantWritten(t *testing.T, h Harness, name string, want bool) {
+	t.Helper()
+	if h.TxWritten != nil && h.TxWritten(t, name) != want {
+		t.Fatalf("local write %q committed = %v, want %v", name, !want, want)
+	}
+}
+
+func testTxCompleteCommits(t *testing.T, h Harness) {
+	ts := txStore(t, h)
+	ctx := context.Background()
+	r := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
+	tx, err := ts.Begin(ctx, fence(r))
+	noErr(t, "Begin", err)
+	txWrite(t, h, tx.Context(ctx), "w1")
+	// Recovery points are saved outside the transaction while it is open.
+	noErr(t, "SaveRecoveryPoint while a Tx is open", ts.SaveRecoveryPoint(ctx, fence(r), "p1", []byte("d1"), lease))
+	noErr(t, "Tx.Complete", tx.Complete(ctx, []byte("outcome")))
+	noErr(t, "Rollback after Complete", tx.Rollback(ctx))
+	g := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCompleted)
+	if string(g.Response) != "outcome" {
+		t.Fatalf("Tx.Complete stored %q", g.Response)
+	}
+	wantWritten(t, h, "w1", true)
+}
+
+func testTxLostLeaseRollsBack(t *testing.T, h Harness) {
+	ts := txStore(t, h)
+	ctx := context.Background()
+	old := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
+	tx, err := ts.Begin(ctx, fence(old))
+	noErr(t, "Begin", err)
+	txWrite(t, h, tx.Context(ctx), "stale")
+	h.Advance(lease + slack)
+	claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimTakenOver)
+	current := get(t, ts, "alice", "k1")
+	wantErr(t, "Tx.Complete with a stale fence", tx.Complete(ctx, []byte("late")), idempotency.ErrLeaseLost)
+	noErr(t, "Rollback after a failed Complete", tx.Rollback(ctx))
+	wantUnchanged(t, ts, current)
+	wantWritten(t, h, "stale", false)
+
+	// Begin with a fence that is already stale: it fails at once or at Complete.
+	if tx, err := ts.Begin(ctx, fence(old)); err != nil {
+		wantErr(t, "Begin with a stale fence", err, idempotency.ErrLeaseLost)
+	} else {
+		txWrite(t, h, tx.Context(ctx), "stale2")
+		wantErr(t, "Tx.Complete with a stale fence", tx.Complete(ctx, []byte("late")), idempotency.ErrLeaseLost)
+		wantWritten(t, h, "stale2", false)
+	}
+	wantUnchanged(t, ts, current)
+}
+
+func testTxRollback(t *testing.T, h Harness) {
+	ts := txStore(t, h)
+	ctx := context.Background()
+	r := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
+	tx, err := ts.Begin(ctx, fence(r))
+	noErr(t, "Begin", err)
+	txWrite(t, h, tx.Context(ctx), "w1")
+	noErr(t, "Rollback", tx.Rollback(ctx))
+	wantWritten(t, h, "w1", false)
+	// The record is untouched and still owned: a plain Complete works.
+	if g := get(t, ts, "alice", "k1"); g.Status != idempotency.StatusInProgress || g.Attempt != 1 {
+		t.Fatalf("after Rollback: %+v", g)
+	}
+	noErr(t, "Complete after Rollback", ts.Complete(ctx, fence(r), []byte("ok")))
+}
