@@ -1,0 +1,5 @@
+package pgstore_test
+
+const childModeEnv = "PGSTORE_TEST_CHILD"
+
+func childMain(mode string) int { return 2 }

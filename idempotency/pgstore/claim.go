@@ -1,0 +1,54 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/jackc/pgx/v5"
+)
+
+// claimTries bounds how often Claim re-runs its statement when a concurrent
+// claim committed the row after the statement's snapshot was taken: the
+// conflict is then seen by the insert but the row not yet by the read.
+const claimTries = 5
+
+// Claim atomically creates the record (Attempt 1), replaces an expired one,
+// takes over a stale in-progress record with the same fingerprint (Attempt+1,
+// recovery point kept), or reports the live record: one statement, one round
+// trip, with lease and expiry computed from the database clock.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
+	if req.Lease < 0 || req.TTL <= 0 {
+		return idempotency.Claim{}, fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL)
+	}
+	for range claimTries {
+		var claimed bool
+		rec, err := scanRecord(s.pool.QueryRow(ctx, s.q.claim,
+			[]byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint), req.Lease.Microseconds(), req.TTL.Microseconds(), s.now()), &claimed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		return idempotency.Claim{Outcome: outcome(claimed, rec, req.Fingerprint), Record: rec}, nil
+	}
+	return idempotency.Claim{}, fmt.Errorf("pgstore: claim %q: no result after %d tries", req.Key, claimTries)
+}
+
+// outcome classifies the row a claim returned.
+func outcome(claimed bool, rec idempotency.Record, fingerprint string) idempotency.ClaimOutcome {
+	switch {
+	case claimed && rec.Attempt == 1:
+		return idempotency.ClaimCreated
+	case claimed:
+		return idempotency.ClaimTakenOver
+	case rec.Fingerprint != fingerprint:
+		return idempotency.ClaimMismatch
+	case rec.Status == idempotency.StatusCompleted:
+		return idempotency.ClaimCompleted
+	default:
+		return idempotency.ClaimInProgress
+	}
+}

@@ -1,0 +1,59 @@
+// Package pgstore is the PostgreSQL store for package idempotency, built on
+// pgx v5. It lives in a module of its own so that the driver never reaches
+// users of the root module.
+//
+// # Setup
+//
+// Create the tables once, at start-up or from a migration tool, then build a
+// Store on a pool:
+//
+//	if err := pgstore.Migrate(ctx, pool, "exactlyonce"); err != nil { ... }
+//	store, err := pgstore.New(pool, pgstore.WithSchema("exactlyonce"))
+//
+// A Store never creates its tables by itself. SchemaSQL returns the DDL for
+// teams that apply migrations with their own tool.
+//
+// # Semantics
+//
+// The key of a record is (caller, key). Claim is one statement: INSERT ... ON
+// CONFLICT DO UPDATE ... WHERE, which creates the record, replaces an expired
+// one, or takes over a stale in-progress one with the same fingerprint
+// (bumping the attempt counter) under the row lock that ON CONFLICT takes, and
+// otherwise reads the live record; one round trip. Every later write
+// (SaveRecoveryPoint, Complete, Release) is conditional on the attempt
+// counter: zero rows matched means the lease was lost, and the write returns
+// idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),
+// never the clock of the process.
+//
+// # Local effects in the same transaction
+//
+// Store implements idempotency.TxStore. Begin opens a transaction; Tx.Context
+// puts it into a context, and TxFrom takes it out, so a handler writes its own
+// rows in the transaction that stores the response. Tx.Complete sends the
+// fenced update and the COMMIT in one round trip; if the lease was lost the
+// update raises an error, so the COMMIT never runs and the handler's writes
+// roll back with it.
+//
+// # External effects
+//
+// SaveRecoveryPoint commits on its own (never inside the Tx), so a recovery
+// point saved before and after an outside call is durable whatever happens
+// next.
+//
+// # Outbox
+//
+// Enqueue writes a follow-on message in the caller's transaction; a Relay
+// delivers messages at least once, each with a stable id that the receiver
+// uses as its idempotency key. Several relays may run at once.
+//
+// # Expiry
+//
+// DeleteExpired removes expired records in batches that skip locked rows; a
+// Sweeper runs it periodically and may run on every instance.
+//
+// # Tests
+//
+// WithTimeShift is test support: it adds an offset to the database clock as
+// the store's queries see it, which is how the conformance suite's
+// Harness.Advance moves a store's time.
+package pgstore

@@ -1,0 +1,108 @@
+package pgstore
+
+import "strings"
+
+// recordColumns are the columns scanRecord reads, in order.
+const recordColumns = `caller, key, fingerprint, status, attempt, locked_until,
+	recovery_point, recovery_data, response, created_at, expires_at`
+
+// queries holds the store's SQL with the schema filled in. In every query the
+// last parameter is the test time shift in microseconds, added to now().
+type queries struct {
+	claim, get, saveRecoveryPoint, complete, completeTx, release string
+	deleteExpired                                                string
+	enqueue, claimOutbox, markDelivered, markFailed, purge       string
+}
+
+// at is the shifted database clock for parameter n.
+func at(n string) string { return "(now() + $" + n + "::bigint * interval '1 microsecond')" }
+
+func buildQueries(schema string) queries {
+	r := strings.NewReplacer("__SCHEMA__", schema, "@now6", at("6"), "@now2", at("2"), "@now5", at("5"),
+		"@now4", at("4"), "@now3", at("3"), "@now7", at("7"), "@cols", recordColumns)
+	return queries{
+		// One statement: insert; or replace an expired row; or take over a stale
+		// in-progress row with the same fingerprint (bumping attempt); or, when
+		// none of these applied, read the live row. The row lock taken by
+		// ON CONFLICT serialises concurrent claims of one key.
+		claim: r.Replace(`WITH c AS (
+	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
+	SELECT $1, $2, $3, 1, 1, n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL,
+		n.t, n.t + $5::bigint * interval '1 microsecond'
+	FROM (SELECT @now6 AS t) n
+	ON CONFLICT (caller, key) DO UPDATE SET
+		fingerprint    = excluded.fingerprint,
+		status         = 1,
+		attempt        = CASE WHEN k.expires_at <= excluded.created_at THEN 1 ELSE k.attempt + 1 END,
+		locked_until   = excluded.locked_until,
+		recovery_point = CASE WHEN k.expires_at <= excluded.created_at THEN '' ELSE k.recovery_point END,
+		recovery_data  = CASE WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.recovery_data END,
+		response       = NULL,
+		created_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at ELSE k.created_at END,
+		expires_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.expires_at ELSE k.expires_at END
+	WHERE k.expires_at <= excluded.created_at
+		OR (k.status = 1 AND k.locked_until < excluded.created_at AND k.fingerprint = excluded.fingerprint)
+	RETURNING @cols
+)
+SELECT true, @cols FROM c
+UNION ALL
+SELECT false, @cols FROM __SCHEMA__.idempotency_keys
+WHERE caller = $1 AND key = $2 AND expires_at > @now6 AND NOT EXISTS (SELECT 1 FROM c)`),
+
+		get: r.Replace(`SELECT @cols FROM __SCHEMA__.idempotency_keys
+WHERE caller = $1 AND key = $2 AND expires_at > @now3`),
+
+		saveRecoveryPoint: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
+SET recovery_point = $4, recovery_data = $5, locked_until = @now7 + $6::bigint * interval '1 microsecond'
+WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now7`),
+
+		complete: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
+SET status = 2, response = $4
+WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now5`),
+
+		// The same fenced update, raising EO001 when it matched nothing, so that
+		// the COMMIT pipelined after it in one round trip never runs.
+		completeTx: r.Replace(`WITH u AS (
+	UPDATE __SCHEMA__.idempotency_keys
+	SET status = 2, response = $4
+	WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now5
+	RETURNING 1
+)
+SELECT __SCHEMA__.require_fence((SELECT count(*) FROM u))`),
+
+		release: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys
+WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now4`),
+
+		// Rows locked by another sweeper, or by a claim replacing them, are skipped.
+		deleteExpired: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys k
+USING (
+	SELECT caller, key FROM __SCHEMA__.idempotency_keys
+	WHERE expires_at <= @now2
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+) d
+WHERE k.caller = d.caller AND k.key = d.key`),
+
+		enqueue: r.Replace(`INSERT INTO __SCHEMA__.outbox (topic, payload) VALUES ($1, $2) RETURNING id::text`),
+
+		claimOutbox: r.Replace(`SELECT seq, id::text, topic, payload, created_at, failures
+FROM __SCHEMA__.outbox
+WHERE delivered_at IS NULL
+ORDER BY seq
+LIMIT $1
+FOR UPDATE SKIP LOCKED`),
+
+		markDelivered: r.Replace(`UPDATE __SCHEMA__.outbox SET delivered_at = now() WHERE seq = ANY($1)`),
+
+		markFailed: r.Replace(`UPDATE __SCHEMA__.outbox SET failures = failures + 1, last_error = $2 WHERE seq = $1`),
+
+		purge: r.Replace(`DELETE FROM __SCHEMA__.outbox o
+USING (
+	SELECT seq FROM __SCHEMA__.outbox
+	WHERE delivered_at IS NOT NULL AND delivered_at <= @now3 - $2::bigint * interval '1 microsecond'
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+) d
+WHERE o.seq = d.seq`),
+	}
+}

@@ -1,0 +1,145 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DeliverFunc delivers one outbox message. A nil error means delivered; the
+// message may still be delivered again (at least once), always with the same
+// Message.ID, so the receiver deduplicates on it.
+type DeliverFunc func(ctx context.Context, m Message) error
+
+// Relay moves outbox messages to their destination, at least once, in order
+// of enqueueing within each batch. Several relays (on several instances) may
+// run at once: each batch is claimed with FOR UPDATE SKIP LOCKED in a
+// transaction that stays open while the batch is delivered, so no two relays
+// hold the same message, and a relay that dies mid-batch (killed, its
+// connection dropped) leaves its undelivered messages to the next relay.
+type Relay struct {
+	// Store holds the outbox. Required.
+	Store *Store
+	// Deliver sends one message. Required.
+	Deliver DeliverFunc
+	// Batch is how many messages one transaction claims (default 100).
+	Batch int
+	// Interval is the pause after a short or failed batch (default one second).
+	Interval time.Duration
+	// OnError, if set, is told of each failed batch; the relay carries on.
+	OnError func(error)
+}
+
+// Run delivers batches until ctx ends, then returns ctx.Err().
+func (r *Relay) Run(ctx context.Context) error {
+	interval := r.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		n, err := r.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil && r.OnError != nil {
+			r.OnError(err)
+		}
+		if err == nil && n == r.batch() {
+			t.Reset(0) // more may be waiting
+		} else {
+			t.Reset(interval)
+		}
+	}
+}
+
+func (r *Relay) batch() int {
+	if r.Batch <= 0 {
+		return 100
+	}
+	return r.Batch
+}
+
+// RunOnce claims one batch of undelivered messages, delivers them in order,
+// and marks the delivered ones, all in one transaction. It stops at the first
+// failed delivery (recording the failure on that message) or when ctx ends,
+// and returns how many messages it delivered. If Deliver panics, the
+// transaction is rolled back and the whole batch will be delivered again.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	tx, err := r.Store.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: relay: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	batch, seqs, err := r.claim(ctx, tx)
+	if err != nil || len(batch) == 0 {
+		return 0, err
+	}
+	var (
+		delivered []int64
+		failure   error
+	)
+	for i, m := range batch {
+		if err := ctx.Err(); err != nil {
+			failure = err
+			break
+		}
+		if err := r.Deliver(ctx, m); err != nil {
+			failure = fmt.Errorf("pgstore: relay: deliver %s: %w", m.ID, err)
+			if _, err := tx.Exec(ctx, r.Store.q.markFailed, seqs[i], err.Error()); err != nil {
+				return 0, errors.Join(failure, err)
+			}
+			break
+		}
+		delivered = append(delivered, seqs[i])
+	}
+	// Record what was delivered even when ctx ended, so it is not sent again.
+	end := context.WithoutCancel(ctx)
+	if len(delivered) > 0 {
+		if _, err := tx.Exec(end, r.Store.q.markDelivered, delivered); err != nil {
+			return 0, errors.Join(failure, fmt.Errorf("pgstore: relay: mark delivered: %w", err))
+		}
+	}
+	if err := tx.Commit(end); err != nil {
+		return 0, errors.Join(failure, fmt.Errorf("pgstore: relay: commit: %w", err))
+	}
+	return len(delivered), failure
+}
+
+// claim locks the next batch of undelivered messages, skipping those another
+// relay holds.
+func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]Message, []int64, error) {
+	rows, err := tx.Query(ctx, r.Store.q.claimOutbox, r.batch())
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgstore: relay: claim: %w", err)
+	}
+	var (
+		batch []Message
+		seqs  []int64
+	)
+	for rows.Next() {
+		var (
+			m   Message
+			seq int64
+			f   int32
+		)
+		if err := rows.Scan(&seq, &m.ID, &m.Topic, &m.Payload, &m.CreatedAt, &f); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("pgstore: relay: claim: %w", err)
+		}
+		m.Failures = int(f)
+		batch = append(batch, m)
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("pgstore: relay: claim: %w", err)
+	}
+	return batch, seqs, nil
+}
