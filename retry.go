@@ -29,7 +29,6 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	}
 	deadline := c.deadline(ctx)
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
-	defer cancel()
 	ctx = markLoop(ctx)
 	n, last, reason := c.run(ctx, deadline, func(int) outcome {
 		actx, acancel := c.attemptContext(ctx, deadline)
@@ -37,10 +36,12 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 		acancel()
 		return c.classifyErr(err)
 	})
-	if reason == nil {
-		return nil
+	var err error
+	if reason != nil {
+		err = newError(ctx, n, reason, unmark(last.err))
 	}
-	return newError(ctx, n, reason, unmark(last.err))
+	cancel()
+	return err
 }
 
 // DoValue is Do for an operation that returns a value: it returns the value

@@ -317,3 +317,19 @@ func TestErrorFromAnotherLoopIsNotRetried(t *testing.T) {
 		assert.ErrorIs(t, err, retry.ErrPermanent)
 	})
 }
+
+type ctxKey struct{}
+
+func TestOperationContextKeepsValuesAndCancellation(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	err := retry.Do(parent, func(ctx context.Context) error {
+		assert.Equal(t, "v", ctx.Value(ctxKey{}))
+		child, stop := context.WithCancel(ctx)
+		defer stop()
+		cancel()
+		<-child.Done() // cancelling the caller's context reaches contexts made inside op
+		return child.Err()
+	})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, retry.ErrCancelled)
+}
