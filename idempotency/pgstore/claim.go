@@ -10,14 +10,15 @@ import (
 )
 
 // claimTries bounds how often Claim re-runs its statement when a concurrent
-// claim committed the row after the statement's snapshot was taken: the
-// conflict is then seen by the insert but the row not yet by the read.
-const claimTries = 5
+// claim changed the row after the statement's snapshot was taken: the insert
+// then sees the conflict but the read not yet the row. One re-run sees it.
+const claimTries = 10
 
 // Claim atomically creates the record (Attempt 1), replaces an expired one,
 // takes over a stale in-progress record with the same fingerprint (Attempt+1,
 // recovery point kept), or reports the live record: one statement, one round
-// trip, with lease and expiry computed from the database clock.
+// trip, with lease and expiry computed from the database clock. Reporting a
+// completed or busy record takes no lock and writes nothing.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease < 0 || req.TTL <= 0 {
 		return idempotency.Claim{}, fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL)

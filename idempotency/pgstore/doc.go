@@ -15,11 +15,13 @@
 //
 // # Semantics
 //
-// The key of a record is (caller, key). Claim is one statement: INSERT ... ON
-// CONFLICT DO UPDATE ... WHERE, which creates the record, replaces an expired
-// one, or takes over a stale in-progress one with the same fingerprint
-// (bumping the attempt counter) under the row lock that ON CONFLICT takes, and
-// otherwise reads the live record; one round trip. Every later write
+// The key of a record is (caller, key). Claim is one statement and one round
+// trip. It reads the row first; a completed, live in-progress or mismatching
+// record is reported as it is, without a lock or a write, so replays are
+// cheap. Otherwise INSERT ... ON CONFLICT DO UPDATE ... WHERE creates the
+// record, replaces an expired one, or takes over a stale in-progress one with
+// the same fingerprint (bumping the attempt counter) under the row lock that
+// ON CONFLICT takes: never a read followed by a separate write. Every later write
 // (SaveRecoveryPoint, Complete, Release) is conditional on the attempt
 // counter: zero rows matched means the lease was lost, and the write returns
 // idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),

@@ -21,15 +21,26 @@ func buildQueries(schema string) queries {
 	r := strings.NewReplacer("__SCHEMA__", schema, "@now6", at("6"), "@now2", at("2"), "@now5", at("5"),
 		"@now4", at("4"), "@now3", at("3"), "@now7", at("7"), "@cols", recordColumns)
 	return queries{
-		// One statement: insert; or replace an expired row; or take over a stale
-		// in-progress row with the same fingerprint (bumping attempt); or, when
-		// none of these applied, read the live row. The row lock taken by
-		// ON CONFLICT serialises concurrent claims of one key.
-		claim: r.Replace(`WITH c AS (
+		// One statement. cur reads the row as the statement's snapshot sees
+		// it; when it is settled (live, and not a stale in-progress row this
+		// claim may take over) the statement reports it and writes nothing:
+		// no row lock, no transaction id, no WAL flush on the replay path.
+		// Otherwise c inserts; or replaces an expired row; or takes over a
+		// stale in-progress row with the same fingerprint, bumping attempt,
+		// under the row lock ON CONFLICT takes. If c then changes nothing (a
+		// concurrent claim won the row after the snapshot), the statement
+		// returns no row and Claim runs it again.
+		claim: r.Replace(`WITH cur AS (
+	SELECT @cols,
+		expires_at > @now6 AND NOT (status = 1 AND locked_until < @now6 AND fingerprint = $3) AS settled
+	FROM __SCHEMA__.idempotency_keys
+	WHERE caller = $1 AND key = $2
+), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
 	SELECT $1, $2, $3, 1, 1, n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL,
 		n.t, n.t + $5::bigint * interval '1 microsecond'
 	FROM (SELECT @now6 AS t) n
+	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
 	ON CONFLICT (caller, key) DO UPDATE SET
 		fingerprint    = excluded.fingerprint,
 		status         = 1,
@@ -46,8 +57,7 @@ func buildQueries(schema string) queries {
 )
 SELECT true, @cols FROM c
 UNION ALL
-SELECT false, @cols FROM __SCHEMA__.idempotency_keys
-WHERE caller = $1 AND key = $2 AND expires_at > @now6 AND NOT EXISTS (SELECT 1 FROM c)`),
+SELECT false, @cols FROM cur WHERE settled`),
 
 		get: r.Replace(`SELECT @cols FROM __SCHEMA__.idempotency_keys
 WHERE caller = $1 AND key = $2 AND expires_at > @now3`),
