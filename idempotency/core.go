@@ -1,0 +1,268 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Default settings of a Runner.
+const (
+	// DefaultLease is how long an execution holds a key before a retry may take
+	// it over, unless a recovery point or Execution.Extend renews it.
+	DefaultLease = time.Minute
+	// DefaultTTL is how long a key and its outcome are kept: at least as long
+	// as clients keep retrying.
+	DefaultTTL = 24 * time.Hour
+)
+
+// abandonLease is the lease left on a key whose execution failed after
+// saving a recovery point, so that the next retry takes it over and resumes
+// at once. One microsecond: the finest time a database store keeps.
+const abandonLease = time.Microsecond
+
+// Request names one unit of work.
+type Request struct {
+	// Caller scopes the key: the authenticated principal or tenant. Two
+	// callers never share a key, an outcome or an error.
+	Caller string
+	// Key identifies the unit of work within Caller: an Idempotency-Key, a
+	// message id, a natural key such as an order id. Must not be empty.
+	Key string
+	// Fingerprint identifies the request's content. A repeat of Key with
+	// another Fingerprint gets ErrFingerprintMismatch instead of the outcome.
+	Fingerprint string
+}
+
+// Work is a unit of work run by Runner.Do at most once per key to completion.
+// It returns the outcome to store and replay (opaque bytes), or an error:
+//
+//   - nil: the outcome is stored (committed with the transaction when the
+//     Store is a TxStore) and returned to every repeat.
+//   - Reject(err): execution never began; nothing is stored and the key is
+//     freed for a corrected retry.
+//   - Abort(outcome, err): the transaction is rolled back and outcome is
+//     stored anyway, so the work never runs again.
+//   - any other error: the attempt failed and may be retried. The transaction
+//     is rolled back; the key is freed if no step has begun, and otherwise
+//     left for the next retry to take over and resume after the last
+//     completed step.
+//
+// A failure that must not be retried is an outcome: encode it and return a nil
+// error (or use Abort). ctx carries the Execution (FromContext) and, with a
+// TxStore, the transaction.
+type Work func(ctx context.Context, e *Execution) ([]byte, error)
+
+// Result is what Runner.Do returns for a completed unit of work.
+type Result struct {
+	// Response is the stored outcome.
+	Response []byte
+	// Replayed is true when the outcome was stored by an earlier call and the
+	// work did not run in this one.
+	Replayed bool
+	// Attempt is the fencing counter of the execution that produced Response.
+	// For a replay it is the stored record's counter.
+	Attempt int64
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// WithLease sets how long an execution holds its key before a retry may take
+// it over (default DefaultLease). Every recovery point renews it. Values <= 0
+// are ignored.
+func WithLease(d time.Duration) Option {
+	return func(r *Runner) {
+		if d > 0 {
+			r.lease = d
+		}
+	}
+}
+
+// WithTTL sets how long a key and its outcome live from the first claim
+// (default DefaultTTL). Values <= 0 are ignored.
+func WithTTL(d time.Duration) Option {
+	return func(r *Runner) {
+		if d > 0 {
+			r.ttl = d
+		}
+	}
+}
+
+// WithClock sets the clock used for Retry-After hints and, when NewRunner
+// makes the default MemoryStore, for that store (default: the system clock).
+func WithClock(c clock.Clock) Option {
+	return func(r *Runner) {
+		if c != nil {
+			r.clock = c
+		}
+	}
+}
+
+// Runner runs units of work at most once to completion per (caller, key) and
+// returns the stored outcome to every repeat. It is the core that the HTTP
+// Middleware, a queue consumer (key = message id) or a job (key = natural key)
+// build on. A Runner is safe for concurrent use and immutable once built.
+type Runner struct {
+	store Store
+	tx    TxStore // store as a TxStore, or nil
+	clock clock.Clock
+	lease time.Duration
+	ttl   time.Duration
+}
+
+// NewRunner returns a Runner keeping its records in store. A nil store means a
+// new MemoryStore on the Runner's clock: fine for one process, lost on restart.
+// When store implements TxStore, every Work runs inside its transaction.
+func NewRunner(store Store, opts ...Option) *Runner {
+	r := &Runner{clock: clock.New(), lease: DefaultLease, ttl: DefaultTTL}
+	for _, o := range opts {
+		o(r)
+	}
+	if store == nil {
+		store = NewMemoryStore(r.clock)
+	}
+	r.store = store
+	r.tx, _ = store.(TxStore)
+	return r
+}
+
+// Store returns the Runner's store.
+func (r *Runner) Store() Store { return r.store }
+
+// Lease returns the Runner's lease length.
+func (r *Runner) Lease() time.Duration { return r.lease }
+
+// TTL returns how long the Runner keeps keys.
+func (r *Runner) TTL() time.Duration { return r.ttl }
+
+// Do runs work unless req's key already has an execution, and returns the
+// outcome. Possible results:
+//
+//   - the work ran and completed, or an earlier execution's outcome is
+//     replayed (Result.Replayed): Result, nil;
+//   - another execution holds the key: an *InProgressError (ErrInProgress);
+//   - the key was used with another fingerprint: ErrFingerprintMismatch;
+//   - the work returned an error: that error (see Work), with the stored
+//     outcome in Result after Abort;
+//   - this execution's lease was taken over before it completed: an error
+//     matching ErrLeaseLost; nothing it wrote through the store was kept;
+//   - a store error.
+//
+// A panic in work rolls back the transaction, frees or abandons the key as a
+// plain error does, and is re-raised. Writes made after work returns (the
+// outcome, a release) do not stop when ctx is cancelled.
+func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
+	if req.Key == "" {
+		return Result{}, errors.New("idempotency: empty key")
+	}
+	c, err := r.store.Claim(ctx, ClaimRequest{
+		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
+		Lease: r.lease, TTL: r.ttl,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("idempotency: claim: %w", err)
+	}
+	switch c.Outcome {
+	case ClaimCompleted:
+		return Result{Response: c.Record.Response, Replayed: true, Attempt: c.Record.Attempt}, nil
+	case ClaimInProgress:
+		return Result{}, &InProgressError{RetryAfter: r.retryAfter(c.Record.LockedUntil)}
+	case ClaimMismatch:
+		return Result{}, ErrFingerprintMismatch
+	case ClaimCreated, ClaimTakenOver:
+		return r.execute(ctx, c, work)
+	default:
+		return Result{}, fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome)
+	}
+}
+
+// execute runs work for the execution that owns c.
+func (r *Runner) execute(ctx context.Context, c Claim, work Work) (res Result, err error) {
+	e, err := newExecution(r, c)
+	if err != nil {
+		return Result{}, err
+	}
+	f := e.Fence()
+	bg := context.WithoutCancel(ctx)
+	wctx := context.WithValue(ctx, execKey{}, e)
+	var tx Tx
+	if r.tx != nil {
+		if tx, err = r.tx.Begin(ctx, f); err != nil {
+			r.abandon(bg, e)
+			return Result{}, fmt.Errorf("idempotency: begin: %w", err)
+		}
+		wctx = tx.Context(wctx)
+	}
+
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// work panicked.
+		if tx != nil {
+			_ = tx.Rollback(bg)
+		}
+		r.abandon(bg, e)
+	}()
+	out, werr := work(wctx, e)
+	done = true
+
+	var ab *abort
+	switch {
+	case werr == nil:
+		if tx != nil {
+			err = tx.Complete(bg, out)
+		} else {
+			err = r.store.Complete(bg, f, out)
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("idempotency: complete: %w", err)
+		}
+		return Result{Response: out, Attempt: f.Attempt}, nil
+	case errors.As(werr, &ab):
+		if tx != nil {
+			_ = tx.Rollback(bg)
+		}
+		if err := r.store.Complete(bg, f, ab.response); err != nil {
+			return Result{}, errors.Join(werr, fmt.Errorf("idempotency: complete: %w", err))
+		}
+		return Result{Response: ab.response, Attempt: f.Attempt}, werr
+	default:
+		if tx != nil {
+			_ = tx.Rollback(bg)
+		}
+		if errors.Is(werr, ErrLeaseLost) {
+			return Result{}, werr
+		}
+		if errors.Is(werr, ErrRejected) {
+			if err := r.store.Release(bg, f); err != nil && !errors.Is(err, ErrLeaseLost) {
+				return Result{}, errors.Join(werr, fmt.Errorf("idempotency: release: %w", err))
+			}
+			return Result{}, werr
+		}
+		r.abandon(bg, e)
+		return Result{}, werr
+	}
+}
+
+// abandon gives up e after a failure: the key is freed when no step has begun,
+// and otherwise its lease is cut short so the next retry resumes at once.
+// Errors are ignored: the lease runs out by itself.
+func (r *Runner) abandon(ctx context.Context, e *Execution) {
+	if e.point == "" {
+		_ = r.store.Release(ctx, e.Fence())
+		return
+	}
+	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), e.point, e.data, abandonLease)
+}
+
+// retryAfter is the time left until lockedUntil, within [1s, lease].
+func (r *Runner) retryAfter(lockedUntil time.Time) time.Duration {
+	d := lockedUntil.Sub(r.clock.Now())
+	return min(max(d, time.Second), max(r.lease, time.Second))
+}

@@ -1,0 +1,84 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInProgress is matched (errors.Is) by the *InProgressError that
+// Runner.Do returns while another execution holds the key's lease.
+var ErrInProgress = errors.New("idempotency: key is in progress")
+
+// ErrFingerprintMismatch is returned by Runner.Do when the key was first used
+// with another request fingerprint. The stored outcome is never returned for a
+// different request.
+var ErrFingerprintMismatch = errors.New("idempotency: key reused with a different request")
+
+// ErrRejected is matched (errors.Is) by every error made with Reject.
+var ErrRejected = errors.New("idempotency: rejected before execution began")
+
+// ErrAborted is matched (errors.Is) by every error made with Abort.
+var ErrAborted = errors.New("idempotency: aborted after execution began")
+
+// InProgressError says another execution holds the lease on the key.
+type InProgressError struct {
+	// RetryAfter is a hint for when to try again: the time left on the
+	// holder's lease, at least one second and at most the Runner's lease.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("idempotency: key is in progress; retry after %s", e.RetryAfter)
+}
+
+// Is reports whether target is ErrInProgress.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// Reject marks err, returned by a Work, as a rejection before execution
+// began (a validation failure, say): nothing is stored, the key is released and
+// a corrected retry with the same key runs afresh. Runner.Do returns the marked
+// error; errors.Is(err, ErrRejected) is true and errors.Is/As also see err.
+// Reject(nil) is nil.
+func Reject(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &rejection{err: err}
+}
+
+type rejection struct{ err error }
+
+func (r *rejection) Error() string   { return "idempotency: rejected: " + r.err.Error() }
+func (r *rejection) Unwrap() []error { return []error{ErrRejected, r.err} }
+
+// Abort, returned by a Work, rolls back the work's transaction (when the
+// Store is a TxStore) and stores response as the final outcome, outside that
+// transaction, so every repeat gets response and the work never runs again.
+// Use it for a failure after execution began whose local writes must not
+// commit. Runner.Do returns a Result holding response, and err.
+// errors.Is(err, ErrAborted) is true and errors.Is/As also see err, which
+// may be nil.
+func Abort(response []byte, err error) error {
+	return &abort{response: response, err: err}
+}
+
+type abort struct {
+	response []byte
+	err      error
+}
+
+func (a *abort) Error() string {
+	if a.err == nil {
+		return ErrAborted.Error()
+	}
+	return "idempotency: aborted: " + a.err.Error()
+}
+
+func (a *abort) Unwrap() []error {
+	if a.err == nil {
+		return []error{ErrAborted}
+	}
+	return []error{ErrAborted, a.err}
+}

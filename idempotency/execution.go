@@ -1,0 +1,106 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// Execution is one attempt at running a unit of work, owning its key until it
+// completes or its lease is taken over. Runner.Do passes it to the Work and
+// puts it in the Work's context (FromContext). Its methods are meant for the
+// goroutine running the Work; MarkStarted and Started may be called from any.
+type Execution struct {
+	r       *Runner
+	fence   Fence
+	resumed bool
+	started atomic.Bool
+
+	// Recovery state: the last saved point, the encoded data saved with it,
+	// completed step results by name, and the steps called in this attempt.
+	point string
+	data  []byte
+	steps []stepResult
+	used  map[string]bool
+}
+
+type execKey struct{}
+
+func newExecution(r *Runner, c Claim) (*Execution, error) {
+	rec := c.Record
+	e := &Execution{
+		r:       r,
+		fence:   Fence{Caller: rec.Caller, Key: rec.Key, Attempt: rec.Attempt},
+		resumed: c.Outcome == ClaimTakenOver,
+		point:   rec.RecoveryPoint,
+		data:    rec.RecoveryData,
+	}
+	if len(rec.RecoveryData) > 0 {
+		steps, err := decodeSteps(rec.RecoveryData)
+		if err != nil {
+			return nil, fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err)
+		}
+		e.steps = steps
+	}
+	if e.resumed && rec.RecoveryPoint != "" {
+		e.started.Store(true)
+	}
+	return e, nil
+}
+
+// FromContext returns the Execution that ctx belongs to, or nil outside a Work
+// (and outside a handler behind Middleware).
+func FromContext(ctx context.Context) *Execution {
+	e, _ := ctx.Value(execKey{}).(*Execution)
+	return e
+}
+
+// MarkStarted marks, for the Execution in ctx, the moment execution begins
+// (see Execution.MarkStarted). It does nothing outside an Execution.
+func MarkStarted(ctx context.Context) {
+	FromContext(ctx).MarkStarted()
+}
+
+// Caller returns the caller the key belongs to.
+func (e *Execution) Caller() string { return e.fence.Caller }
+
+// Key returns the idempotency key.
+func (e *Execution) Key() string { return e.fence.Key }
+
+// Attempt returns the fencing counter: 1 for the first execution, more after
+// a takeover of a stale lease.
+func (e *Execution) Attempt() int64 { return e.fence.Attempt }
+
+// Fence returns the fence that conditions this execution's writes, for a Work
+// that writes to the Store itself.
+func (e *Execution) Fence() Fence { return e.fence }
+
+// Resumed reports whether this execution took over the key from an earlier
+// attempt whose lease ran out (it may find completed steps).
+func (e *Execution) Resumed() bool { return e.resumed }
+
+// MarkStarted marks the moment execution begins: from now on the outcome is
+// stored whatever it is. The HTTP Middleware uses the mark to tell a
+// rejection (a 4xx written before the mark, not stored) from an outcome. Step
+// marks it too. Safe on a nil Execution (no effect) and from any goroutine.
+func (e *Execution) MarkStarted() {
+	if e != nil {
+		e.started.Store(true)
+	}
+}
+
+// Started reports whether MarkStarted (or a Step) was called, or this
+// execution resumes one that had saved a recovery point.
+func (e *Execution) Started() bool {
+	return e != nil && e.started.Load()
+}
+
+// Extend renews the lease without saving a new recovery point, for long work
+// between steps. It fails with ErrLeaseLost when the lease was taken over;
+// the work must then stop.
+func (e *Execution) Extend(ctx context.Context) error {
+	if err := e.r.store.SaveRecoveryPoint(ctx, e.fence, e.point, e.data, e.r.lease); err != nil {
+		return fmt.Errorf("idempotency: extend lease: %w", err)
+	}
+	return nil
+}

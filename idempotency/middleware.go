@@ -1,0 +1,327 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"time"
+)
+
+// Default limits of the Middleware.
+const (
+	// DefaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
+	DefaultMaxRequestBody = 1 << 20
+	// DefaultMaxResponseBody is the largest response body stored (1 MiB).
+	DefaultMaxResponseBody = 1 << 20
+)
+
+// CallerFunc returns the caller a request belongs to: the authenticated
+// principal or tenant that scopes its keys. An error gets a 401 problem
+// response and the handler does not run.
+type CallerFunc func(r *http.Request) (string, error)
+
+// SingleTenant is a CallerFunc for a service with one caller: every request
+// shares one key space. Use it only when no two clients can see each other's
+// keys.
+func SingleTenant(*http.Request) (string, error) { return "", nil }
+
+// HTTPOption configures the Middleware.
+type HTTPOption func(*middleware)
+
+// WithKeyHeader sets the header carrying the key (default "Idempotency-Key").
+func WithKeyHeader(name string) HTTPOption {
+	return func(m *middleware) {
+		if name != "" {
+			m.header = textproto.CanonicalMIMEHeaderKey(name)
+		}
+	}
+}
+
+// WithRequiredMethods sets the methods whose requests must carry a key
+// (default POST and PATCH); without one they get 400. Requests with another
+// unsafe method (PUT, DELETE, ...) are deduplicated when they carry a key and
+// pass through otherwise. Safe methods (GET, HEAD, OPTIONS, TRACE) always pass
+// through untouched.
+func WithRequiredMethods(methods ...string) HTTPOption {
+	return func(m *middleware) {
+		m.required = make(map[string]bool, len(methods))
+		for _, method := range methods {
+			m.required[method] = true
+		}
+	}
+}
+
+// WithMaxRequestBody sets the largest request body the Middleware reads to
+// fingerprint (default DefaultMaxRequestBody). A larger body gets 413 and the
+// handler does not run. Values <= 0 are ignored.
+func WithMaxRequestBody(n int64) HTTPOption {
+	return func(m *middleware) {
+		if n > 0 {
+			m.maxRequest = n
+		}
+	}
+}
+
+// WithMaxResponseBody sets the largest response body stored (default
+// DefaultMaxResponseBody). See Middleware for what happens to a larger one.
+// Values <= 0 are ignored.
+func WithMaxResponseBody(n int) HTTPOption {
+	return func(m *middleware) {
+		if n > 0 {
+			m.maxResponse = n
+		}
+	}
+}
+
+type middleware struct {
+	runner      *Runner
+	caller      CallerFunc
+	header      string
+	required    map[string]bool
+	maxRequest  int64
+	maxResponse int
+}
+
+// Middleware returns HTTP middleware that runs each keyed request's handler at
+// most once per (caller, key) with r and replays its stored response to every
+// repeat. The key comes from the Idempotency-Key header (see ParseKey), the
+// caller from caller (required: it keeps tenants apart), the fingerprint from
+// Fingerprint over the method, escaped path, query and body; lease and TTL are
+// r's.
+//
+// Responses (errors are RFC 9457 application/problem+json, see Problem):
+//
+//   - no key on a required method, an empty, over-long (> MaxKeyLen) or
+//     malformed key, or several header lines: 400;
+//   - a body over the request limit: 413; unreadable: 400;
+//   - the key used before with another fingerprint: 422;
+//   - the key's first request still running: 409 with Retry-After;
+//   - the key completed: the stored status, header and body byte for byte,
+//     plus "Idempotent-Replayed: true";
+//   - a store failure: 503 with Retry-After.
+//
+// What is stored: the handler may call MarkStarted(r.Context()) when
+// execution begins (before it writes the response header). A 4xx written
+// before the mark is a rejection: it is sent but not stored, and the key is
+// freed for a corrected retry. Everything else is stored and replayed, 5xx
+// included. A handler that never marks has its 4xx treated as rejections and
+// everything else stored. Execution.Step marks implicitly.
+//
+// The response is buffered until the handler returns, then stored, then sent:
+// Flush does nothing (streaming is not possible while the outcome must be
+// stored first) and Hijack is not supported. A rejection larger than the
+// response limit is streamed instead. An outcome larger than the limit is
+// not sent: the transaction (with a TxStore) is rolled back and a 500 problem
+// (code response_too_large) is stored and sent instead, because execution
+// began and must never run twice. Likewise a panicking handler stores a 500
+// problem (code handler_panicked), after a rollback, unless it had already
+// written a rejection, which frees the key; the panic is then re-raised, so
+// http.Server logs it and the client of that attempt sees a broken connection
+// and its retry gets the stored 500. Trailers are not stored.
+//
+// With a TxStore the handler's request context carries the transaction
+// (r.Context(), see the store's documentation), committed with the stored
+// response.
+//
+// If this attempt's lease was taken over before it completed (it ran past
+// the lease), its outcome is discarded and the client gets 409 (code
+// idempotency_lease_lost): a retry gets the newer attempt's outcome.
+func Middleware(r *Runner, caller CallerFunc, opts ...HTTPOption) func(http.Handler) http.Handler {
+	if r == nil || caller == nil {
+		panic("idempotency: Middleware needs a Runner and a CallerFunc")
+	}
+	m := &middleware{
+		runner:      r,
+		caller:      caller,
+		header:      "Idempotency-Key",
+		required:    map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		maxRequest:  DefaultMaxRequestBody,
+		maxResponse: DefaultMaxResponseBody,
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{m: m, next: next}
+	}
+}
+
+type handler struct {
+	m    *middleware
+	next http.Handler
+}
+
+var (
+	errHandlerPanicked  = errors.New("idempotency: handler panicked")
+	errResponseTooLarge = errors.New("idempotency: response too large to store")
+	errRejectedResponse = errors.New("idempotency: handler rejected the request")
+)
+
+// ServeHTTP implements http.Handler.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	values := r.Header[m.header]
+	switch {
+	case len(values) == 0 && m.required[r.Method]:
+		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "This request needs an "+m.header+" header.", 0)
+		return
+	case len(values) == 0:
+		h.next.ServeHTTP(w, r)
+		return
+	case len(values) > 1:
+		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid, "Send one "+m.header+" header line.", 0)
+		return
+	}
+	key, err := ParseKey(values[0])
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid,
+			"The "+m.header+" must be 1 to 255 visible ASCII characters, optionally in double quotes.", 0)
+		return
+	}
+	caller, err := m.caller(r)
+	if err != nil {
+		writeProblem(w, http.StatusUnauthorized, CodeCallerUnknown, "The caller could not be identified.", 0)
+		return
+	}
+	body, tooLarge, err := readBody(r, m.maxRequest)
+	switch {
+	case tooLarge:
+		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
+		return
+	case err != nil:
+		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
+		return
+	}
+
+	req := Request{
+		Caller:      caller,
+		Key:         key,
+		Fingerprint: Fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body),
+	}
+	rec := newRecorder(w, m.maxResponse)
+	var panicVal any
+	panicked := false
+	res, err := m.runner.Do(r.Context(), req, func(ctx context.Context, e *Execution) ([]byte, error) {
+		rec.exec = e
+		r2 := r.WithContext(ctx)
+		if body != nil {
+			r2.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		panicVal, panicked = serve(h.next, rec, r2)
+		return rec.outcome(panicked)
+	})
+	h.respond(w, rec, res, err)
+	if panicked {
+		panic(panicVal)
+	}
+}
+
+// respond writes the response for the result of Runner.Do.
+func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err error) {
+	var inProgress *InProgressError
+	switch {
+	case err == nil && res.Replayed:
+		if werr := writeStored(w, res.Response, true); werr != nil {
+			writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The stored response is unreadable.", 0)
+		}
+	case err == nil:
+		rec.writeTo(w)
+	case errors.Is(err, ErrRejected):
+		rec.writeTo(w)
+	case errors.Is(err, ErrAborted) && res.Response != nil:
+		_ = writeStored(w, res.Response, false)
+	case errors.As(err, &inProgress):
+		writeProblem(w, http.StatusConflict, CodeInProgress,
+			"A request with this "+h.m.header+" is still being processed; retry later.", inProgress.RetryAfter)
+	case errors.Is(err, ErrFingerprintMismatch):
+		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
+			"This "+h.m.header+" was used with a different request.", 0)
+	case errors.Is(err, ErrLeaseLost):
+		writeProblem(w, http.StatusConflict, CodeLeaseLost,
+			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
+	default:
+		writeProblem(w, http.StatusServiceUnavailable, CodeStoreFailed, "The idempotency store is unavailable.", time.Second)
+	}
+}
+
+// serve runs next, recovering a panic.
+func serve(next http.Handler, w http.ResponseWriter, r *http.Request) (panicVal any, panicked bool) {
+	panicked = true
+	defer func() {
+		if panicked {
+			panicVal = recover()
+		}
+	}()
+	next.ServeHTTP(w, r)
+	return nil, false
+}
+
+// outcome turns the recorded response into a Work result.
+func (rw *recorder) outcome(panicked bool) ([]byte, error) {
+	switch {
+	case panicked && rw.rejected:
+		return nil, Reject(errHandlerPanicked)
+	case panicked:
+		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeHandlerPanicked,
+			"The request failed; it will not be executed again."), errHandlerPanicked)
+	}
+	rw.finish()
+	switch {
+	case rw.rejected:
+		return nil, Reject(errRejectedResponse)
+	case rw.overflow:
+		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeResponseTooBig,
+			"The response was too large to store; the request will not be executed again."), errResponseTooLarge)
+	}
+	return encodeResponse(rw.status, rw.header, rw.body), nil
+}
+
+// problemResponse encodes a problem response for storing.
+func problemResponse(status int, code, detail string) []byte {
+	b := problemBody(status, code, detail)
+	h := http.Header{
+		"Content-Type":   {"application/problem+json"},
+		"Content-Length": {strconv.Itoa(len(b))},
+	}
+	return encodeResponse(status, h, b)
+}
+
+// readBody reads r's body up to limit bytes.
+func readBody(r *http.Request, limit int64) (body []byte, tooLarge bool, err error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, false, nil
+	}
+	if r.ContentLength > limit {
+		return nil, true, nil
+	}
+	size := 512
+	if r.ContentLength >= 0 {
+		size = int(r.ContentLength) + 1 // room to see EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, true, nil
+		}
+		if err == io.EOF {
+			return buf, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package idempotency
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Problem is an RFC 9457 problem detail, the body of every error response
+// the Middleware makes itself (media type application/problem+json).
+type Problem struct {
+	// Type is "about:blank": Title is the status's reason phrase.
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Code is a stable, machine-readable reason (an extension member), one of
+	// the Code* constants.
+	Code string `json:"code"`
+}
+
+// Problem codes.
+const (
+	CodeKeyMissing      = "idempotency_key_missing"
+	CodeKeyInvalid      = "idempotency_key_invalid"
+	CodeKeyMismatch     = "idempotency_key_mismatch"
+	CodeInProgress      = "idempotency_key_in_progress"
+	CodeLeaseLost       = "idempotency_lease_lost"
+	CodeBodyTooLarge    = "request_body_too_large"
+	CodeBodyUnreadable  = "request_body_unreadable"
+	CodeCallerUnknown   = "caller_unknown"
+	CodeStoreFailed     = "idempotency_store_failed"
+	CodeResponseTooBig  = "response_too_large"
+	CodeHandlerPanicked = "handler_panicked"
+)
+
+// problemBody encodes a problem.
+func problemBody(status int, code, detail string) []byte {
+	b, err := json.Marshal(Problem{
+		Type: "about:blank", Title: http.StatusText(status), Status: status,
+		Detail: detail, Code: code,
+	})
+	if err != nil { // cannot happen: strings and an int
+		panic(err)
+	}
+	return b
+}
+
+// writeProblem writes a problem response; retryAfter > 0 adds Retry-After in
+// whole seconds, rounded up.
+func writeProblem(w http.ResponseWriter, status int, code, detail string, retryAfter time.Duration) {
+	b := problemBody(status, code, detail)
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,66 @@
+package idempotency
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"sort"
+)
+
+// responseVersion is the first byte of an encoded response.
+const responseVersion = 1
+
+var errBadResponse = errors.New("idempotency: malformed stored response")
+
+// encodeResponse encodes a response: a version byte, the status as a uvarint,
+// the number of header fields, each field's name and values, then the body;
+// strings and the body are preceded by their length as a uvarint. Header
+// names are sorted, so equal responses encode equally.
+func encodeResponse(status int, header http.Header, body []byte) []byte {
+	size := 16 + len(body)
+	names := make([]string, 0, len(header))
+	for name, values := range header {
+		names = append(names, name)
+		size += len(name) + 4
+		for _, v := range values {
+			size += len(v) + 2
+		}
+	}
+	sort.Strings(names)
+	b := make([]byte, 0, size)
+	b = append(b, responseVersion)
+	b = binary.AppendUvarint(b, uint64(status))
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, name := range names {
+		b = appendString(b, name)
+		values := header[name]
+		b = binary.AppendUvarint(b, uint64(len(values)))
+		for _, v := range values {
+			b = appendString(b, v)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func cutUvarint(b *[]byte) (uint64, bool) {
+	v, k := binary.Uvarint(*b)
+	if k <= 0 {
+		return 0, false
+	}
+	*b = (*b)[k:]
+	return v, true
+}
+
+func cutBytes(b *[]byte) ([]byte, bool) {
+	field, rest, ok := cutField(*b)
+	if ok {
+		*b = rest
+	}
+	return field, ok
+}
