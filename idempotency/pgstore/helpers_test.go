@@ -99,3 +99,11 @@ type testError string
 func (e testError) Error() string { return string(e) }
 
 const errNoTx = testError("no transaction in the context")
+
+// countRows counts the rows of a table in schema.
+func countRows(t testing.TB, pool *pgxpool.Pool, schema, name string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table(schema, name)).Scan(&n))
+	return n
+}
