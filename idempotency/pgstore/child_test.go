@@ -3,9 +3,6 @@ package pgstore_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -50,9 +47,10 @@ func childMain(mode string) int {
 	return 0
 }
 
-// childServer is an order service: each POST /orders charges a payment
-// provider (the fake dependency), writes the order row and an outbox message
-// in the completion transaction, and stores the response.
+// childServer is an order service behind the idempotency middleware: each
+// POST /orders charges a payment provider (the fake dependency) in a
+// recovery step, writes the order row and an outbox message in the
+// completion transaction, and the middleware stores the response.
 type childServer struct {
 	store  *pgstore.Store
 	schema string
@@ -94,8 +92,15 @@ func runChildServer() error {
 	if err != nil {
 		return err
 	}
+	runner := idempotency.NewRunner(store, idempotency.WithLease(time.Hour))
+	mw := idempotency.Middleware(runner, func(*http.Request) (string, error) { return "alice", nil })
+	orders := mw(http.HandlerFunc(c.serveOrder))
 	c.say("listening http://%s", ln.Addr())
-	return http.Serve(ln, http.HandlerFunc(c.serveOrder))
+	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		orders.ServeHTTP(rec, r)
+		c.say("served %d", rec.status)
+	}))
 }
 
 // wait blocks until the parent sends a line: the process is "paused" here.
@@ -107,84 +112,46 @@ func (c *childServer) wait(gate string, attempt int64) {
 	_, _ = c.stdin.ReadString('\n')
 }
 
+// serveOrder is the order handler behind the idempotency middleware.
 func (c *childServer) serveOrder(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	key := r.Header.Get("Idempotency-Key")
-	body, _ := io.ReadAll(r.Body)
-	sum := sha256.Sum256(body)
-	claim, err := c.store.Claim(ctx, idempotency.ClaimRequest{Caller: "alice", Key: key,
-		Fingerprint: hex.EncodeToString(sum[:]), Lease: time.Hour, TTL: 24 * time.Hour})
+	e := idempotency.FromContext(ctx)
+	charge, err := e.Step(ctx, "charge", func(ctx context.Context, key string) ([]byte, error) {
+		ch, err := c.charge(ctx, key)
+		if err == nil {
+			c.say("called %d", e.Attempt())
+			c.wait(gateAfterCall, e.Attempt())
+		}
+		return ch, err
+	})
 	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	tx, _ := pgstore.TxFrom(ctx)
+	order := fmt.Sprintf("%s#%d", e.Key(), e.Attempt())
+	if _, err := tx.Exec(ctx, "INSERT INTO "+table(c.schema, "local_writes")+" (name) VALUES ($1)", order); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	rec := claim.Record
-	switch claim.Outcome {
-	case idempotency.ClaimCompleted:
-		w.Header().Set("Idempotent-Replayed", "true")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write(rec.Response)
-		return
-	case idempotency.ClaimInProgress:
-		http.Error(w, "in progress", http.StatusConflict)
-		return
-	case idempotency.ClaimMismatch:
-		http.Error(w, "mismatch", http.StatusUnprocessableEntity)
-		return
-	}
-	f := idempotency.Fence{Caller: rec.Caller, Key: rec.Key, Attempt: rec.Attempt}
-	resp, err := c.execute(ctx, f, rec)
-	if errors.Is(err, idempotency.ErrLeaseLost) {
-		c.say("lease lost %d", f.Attempt)
-		http.Error(w, "lease lost", http.StatusConflict)
-		return
-	}
-	if err != nil {
+	if _, err := c.store.Enqueue(ctx, tx, "order.created", []byte(order)); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	c.say("completed %d", f.Attempt)
+	c.wait(gateBeforeComplete, e.Attempt())
 	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(resp)
+	fmt.Fprintf(w, "order %s charge %s", order, charge)
 }
 
-// execute runs the order, resuming from the record's recovery point.
-func (c *childServer) execute(ctx context.Context, f idempotency.Fence, rec idempotency.Record) ([]byte, error) {
-	charge := rec.RecoveryData
-	if rec.RecoveryPoint != "done:charge" {
-		// Recovery point before the external call, committed on its own.
-		if err := c.store.SaveRecoveryPoint(ctx, f, "begin:charge", nil, time.Hour); err != nil {
-			return nil, err
-		}
-		var err error
-		charge, err = c.charge(ctx, downstreamKey(f.Caller, f.Key, "charge"))
-		if err != nil {
-			return nil, err
-		}
-		c.say("called %d", f.Attempt)
-		c.wait(gateAfterCall, f.Attempt)
-		// Recovery point after it, with its result.
-		if err := c.store.SaveRecoveryPoint(ctx, f, "done:charge", charge, time.Hour); err != nil {
-			return nil, err
-		}
-	}
-	tx, err := c.store.Begin(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	txCtx := tx.Context(ctx)
-	ptx, _ := pgstore.TxFrom(txCtx)
-	order := fmt.Sprintf("%s#%d", f.Key, f.Attempt)
-	if _, err := ptx.Exec(txCtx, "INSERT INTO "+table(c.schema, "local_writes")+" (name) VALUES ($1)", order); err != nil {
-		return nil, err
-	}
-	if _, err := c.store.Enqueue(txCtx, ptx, "order.created", []byte(order)); err != nil {
-		return nil, err
-	}
-	c.wait(gateBeforeComplete, f.Attempt)
-	resp := fmt.Appendf(nil, "order %s charge %s", order, charge)
-	return resp, tx.Complete(ctx, resp)
+// statusRecorder remembers the status the middleware sent.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
 }
 
 // charge calls the payment provider with the step's downstream key.
@@ -204,14 +171,4 @@ func (c *childServer) charge(ctx context.Context, key string) ([]byte, error) {
 		err = fmt.Errorf("charge: %s", res.Status)
 	}
 	return b, err
-}
-
-// downstreamKey derives a step's key for the dependency from (caller, key,
-// step), the same on every attempt.
-func downstreamKey(caller, key, step string) string {
-	h := sha256.New()
-	for _, s := range []string{caller, key, step} {
-		fmt.Fprintf(h, "%d:%s", len(s), s)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

@@ -189,11 +189,14 @@ func TestCrashAfterExternalCallRecovers(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, res.status, res.body)
 	assert.Equal(t, "order order-42#2 charge ch_1", res.body)
 	second.expect(t, "called 2")
-	second.expect(t, "completed 2")
+	second.expect(t, "served 201")
 
 	calls, effects := prov.stats()
 	assert.Equal(t, 2, calls, "the retry called the provider again")
 	assert.Equal(t, 1, effects, "with the same downstream key: one charge")
+	prov.mu.Lock()
+	assert.Equal(t, 2, prov.calls[idempotency.DownstreamKey("alice", "order-42", "charge")])
+	prov.mu.Unlock()
 	assert.False(t, written(t, pool, schema, "order-42#1"))
 	assert.True(t, written(t, pool, schema, "order-42#2"))
 	assert.Equal(t, 1, countRows(t, pool, schema, "outbox"))
@@ -231,16 +234,17 @@ func TestPausedHolderCannotOverwrite(t *testing.T) {
 	require.NoError(t, res.err)
 	assert.Equal(t, http.StatusCreated, res.status, res.body)
 	assert.Equal(t, "order order-7#2 charge ch_1", res.body)
-	second.expect(t, "completed 2")
+	second.expect(t, "served 201")
 
 	// Wake the original holder and let it try to complete.
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGCONT))
 	_, err := io.WriteString(first.stdin, "go\n")
 	require.NoError(t, err)
-	first.expect(t, "lease lost 1")
+	first.expect(t, "served 409")
 	late := <-sent
 	require.NoError(t, late.err)
 	assert.Equal(t, http.StatusConflict, late.status)
+	assert.Contains(t, late.body, "idempotency_lease_lost")
 
 	calls, effects := prov.stats()
 	assert.Equal(t, 1, calls, "the recovery point saved the result: no second call")
