@@ -37,7 +37,14 @@ func TransientOnly(err error) bool {
 // aborted, a broken pipe, an unreachable network or host, an unexpected EOF,
 // or a temporary DNS failure. Messages are never inspected.
 func IsTransient(err error) bool {
-	if err == nil || IsPermanentFailure(err) {
+	if err == nil {
+		return false
+	}
+	var timeout *AttemptTimeoutError
+	if errors.As(err, &timeout) {
+		return true
+	}
+	if IsPermanentFailure(err) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -73,6 +80,10 @@ func IsTransient(err error) bool {
 // DNS says does not exist, or an invalid address.
 func IsPermanentFailure(err error) bool {
 	if err == nil {
+		return false
+	}
+	var timeout *AttemptTimeoutError
+	if errors.As(err, &timeout) {
 		return false
 	}
 	if errors.Is(err, context.Canceled) || IsPermanent(err) {

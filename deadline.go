@@ -77,3 +77,4 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 }
 
 func noop() {}
+

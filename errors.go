@@ -19,6 +19,10 @@ var (
 	ErrPermanent = errors.New("retry: permanent error")
 	// ErrCancelled: the caller's context was cancelled.
 	ErrCancelled = errors.New("retry: cancelled")
+	// ErrNotIdempotent: the attempt failed in a way worth retrying, but the
+	// request is not idempotent, carries no key and may have reached the
+	// server, so repeating it could repeat its effect.
+	ErrNotIdempotent = errors.New("retry: request may have been processed and is not idempotent")
 	// ErrPushback: the server asked for a wait longer than the policy allows
 	// (Retry-After over the cap), or said not to retry at all.
 	ErrPushback = errors.New("retry: server pushback")
@@ -33,7 +37,8 @@ type Error struct {
 	// Attempts is the number of times the operation was called.
 	Attempts int
 	// Reason is one of ErrAttemptsExhausted, ErrDeadline, ErrBudgetDenied,
-	// ErrPermanent, ErrCancelled or ErrPushback.
+	// ErrPermanent, ErrCancelled, ErrPushback, ErrNotIdempotent or
+	// ErrBodyNotReplayable.
 	Reason error
 	// Last is the error of the last attempt (with markers such as Permanent
 	// removed). It is nil only when the loop stopped before the first attempt.
@@ -76,4 +81,21 @@ func newError(ctx context.Context, attempts int, reason, last error) *Error {
 		}
 	}
 	return e
+}
+
+// AttemptTimeoutError is the error of an HTTP attempt that got no response
+// within the per-attempt timeout. It is transient: errors.Is finds
+// context.DeadlineExceeded and the transport's own error.
+type AttemptTimeoutError struct {
+	Err error
+}
+
+// Error describes the timeout.
+func (e *AttemptTimeoutError) Error() string {
+	return "retry: attempt timed out: " + e.Err.Error()
+}
+
+// Unwrap returns context.DeadlineExceeded and the transport's error.
+func (e *AttemptTimeoutError) Unwrap() []error {
+	return []error{context.DeadlineExceeded, e.Err}
 }

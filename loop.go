@@ -14,20 +14,28 @@ type outcome struct {
 	status int
 	// retry reports a transient failure that another attempt may not meet.
 	retry bool
+	// bad marks a response that is a failure (a 5xx, a 429) even when it is
+	// not retried: it must not count as a success for the budget.
+	bad bool
 	// floor is the minimum wait before the next attempt, when hasFloor.
 	floor    time.Duration
 	hasFloor bool
 	// stop, when non-nil, ends the loop now with this reason.
 	stop error
+	// hidden counts extra attempts made below the loop (net/http's own
+	// replays), which are counted and charged like the loop's.
+	hidden int
 }
 
-func (o outcome) failed() bool { return o.err != nil || o.retry }
+func (o outcome) failed() bool { return o.err != nil || o.retry || o.bad }
 
 // run calls attempt (numbered from 1) until it succeeds or the policy stops,
 // and returns the number of attempts, the last outcome and the reason for
 // stopping (nil on success). It is the one loop behind Do and Transport.
 // deadline is the total deadline (zero: none); ctx must already carry it.
-func (c *config) run(ctx context.Context, deadline time.Time, attempt func(n int) outcome) (int, outcome, error) {
+// discard, if not nil, is called when a retry has been decided, before the
+// wait, to release what the failed attempt holds.
+func (c *config) run(ctx context.Context, deadline time.Time, discard func(), attempt func(n int) outcome) (int, outcome, error) {
 	var start time.Time
 	observed := c.onAttempt != nil || c.onRetry != nil || c.logger != nil
 	if observed {
@@ -36,6 +44,10 @@ func (c *config) run(ctx context.Context, deadline time.Time, attempt func(n int
 	var prev time.Duration
 	for n := 1; ; n++ {
 		o := attempt(n)
+		if o.hidden > 0 {
+			n += o.hidden
+			c.chargeHidden(o.hidden)
+		}
 		if !o.failed() {
 			if c.budget != nil {
 				c.budget.Succeeded()
@@ -55,6 +67,9 @@ func (c *config) run(ctx context.Context, deadline time.Time, attempt func(n int
 		}
 		if reason != nil {
 			return n, o, reason
+		}
+		if discard != nil {
+			discard()
 		}
 		if !sleep(ctx, c.clock, wait) {
 			return n, o, contextReason(ctx)
@@ -97,6 +112,17 @@ func (c *config) decide(ctx context.Context, n int, prev time.Duration, o outcom
 		return 0, ErrBudgetDenied
 	}
 	return wait, nil
+}
+
+// chargeHidden spends budget tokens for attempts made below the loop.
+func (c *config) chargeHidden(n int) {
+	if c.budget == nil {
+		return
+	}
+	now := c.clock.Now()
+	for range n {
+		c.budget.AllowRetry(now)
+	}
 }
 
 // contextReason maps an ended context to ErrDeadline or ErrCancelled.

@@ -27,6 +27,7 @@ type config struct {
 	maxAttempts    int
 	backoff        Backoff
 	classifier     Classifier
+	classifierSet  bool
 	totalTimeout   time.Duration
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
@@ -35,7 +36,9 @@ type config struct {
 	clock          clock.Clock
 	random         func() float64
 	budget         retryBudget
+	budgetSet      bool
 	logger         *slog.Logger
+	http           httpConfig
 }
 
 // retryBudget is the hook point where the loop asks a retry budget before
@@ -56,6 +59,7 @@ func newConfig(opts []Option) config {
 		maxRetryAfter: DefaultMaxRetryAfter,
 		clock:         clock.New(),
 		random:        rand.Float64,
+		http:          defaultHTTPConfig(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -100,6 +104,7 @@ func WithBackoff(b Backoff) Option {
 // own rules and consults the classifier only for transport errors.)
 func WithClassifier(cl Classifier) Option {
 	return func(c *config) {
+		c.classifierSet = cl != nil
 		if cl == nil {
 			cl = DefaultClassifier
 		}
@@ -167,6 +172,20 @@ func WithRandom(fn func() float64) Option {
 			fn = rand.Float64
 		}
 		c.random = fn
+	}
+}
+
+// WithBudget makes every retry ask b first, and every success earn for it. One
+// Budget may be shared by many Transports and Do calls. Do uses a budget only
+// when given one; a Transport makes its own DefaultBudget unless given one.
+// WithBudget(nil) means no limit.
+func WithBudget(b *Budget) Option {
+	return func(c *config) {
+		c.budgetSet = true
+		c.budget = nil
+		if b != nil {
+			c.budget = b
+		}
 	}
 }
 

@@ -29,8 +29,12 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	}
 	deadline := c.deadline(ctx)
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
-	ctx = markLoop(ctx)
-	n, last, reason := c.run(ctx, deadline, func(int) outcome {
+	lc := markLoop(ctx)
+	ctx = lc
+	n, last, reason := c.run(ctx, deadline, nil, func(n int) outcome {
+		if n > 1 {
+			lc.newAttempt()
+		}
 		actx, acancel := c.attemptContext(ctx, deadline)
 		err := op(actx)
 		acancel()
@@ -38,7 +42,12 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	})
 	var err error
 	if reason != nil {
-		err = newError(ctx, n, reason, unmark(last.err))
+		last.err = unmark(last.err)
+		err = newError(ctx, n, reason, last.err)
+	}
+	fillReport(ctx, n, reason, last)
+	if isGiveUp(reason) {
+		noteGiveUp(ctx, reason)
 	}
 	cancel()
 	return err

@@ -1,0 +1,62 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+)
+
+// Report tells what one Do call or one RoundTrip did. Ask for it with
+// WithReport; it is filled in when the call returns.
+type Report struct {
+	// Attempts is the number of attempts made, hidden replays by the
+	// underlying transport included.
+	Attempts int
+	// Reason is why retrying stopped: nil when the last attempt succeeded,
+	// else one of the Err* sentinels (ErrAttemptsExhausted, ErrBudgetDenied, ...).
+	Reason error
+	// StatusCode is the status of the last HTTP response, or 0.
+	StatusCode int
+	// Err is the last attempt's error, or nil.
+	Err error
+}
+
+// String renders the report for logs.
+func (r Report) String() string {
+	if r.Reason == nil {
+		return fmt.Sprintf("%d attempts, succeeded", r.Attempts)
+	}
+	return fmt.Sprintf("%d attempts, stopped: %v", r.Attempts, r.Reason)
+}
+
+type reportKey struct{}
+
+// WithReport returns a context that makes Do, DoValue and Transport.RoundTrip
+// fill in *r when they return. With an http.Client, set it on the request's
+// context: for a response returned after retries it tells how many attempts
+// were made and why retrying stopped. Each round trip (each redirect hop)
+// overwrites it.
+func WithReport(ctx context.Context, r *Report) context.Context {
+	return context.WithValue(ctx, reportKey{}, r)
+}
+
+// fillReport stores the outcome of a loop in the context's report, if any.
+func fillReport(ctx context.Context, attempts int, reason error, last outcome) {
+	r, _ := ctx.Value(reportKey{}).(*Report)
+	if r == nil {
+		return
+	}
+	*r = Report{Attempts: attempts, Reason: reason, StatusCode: last.status, Err: last.err}
+}
+
+// StatusError is the last error of a loop whose last attempt was an HTTP
+// response that could not be handed back (it was drained before a retry that
+// then did not happen, for example because the context ended during the wait).
+type StatusError struct {
+	StatusCode int
+}
+
+// Error names the status.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("retry: last response was %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+}

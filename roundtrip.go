@@ -1,0 +1,342 @@
+package retry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// roundTrip is the state of one logical request through a Transport. It is
+// also the context of its attempts: it answers net/http's trace lookup with
+// its own ClientTrace, which saves an allocation per request.
+type roundTrip struct {
+	context.Context // the loop's context, bounded by the total deadline
+
+	t        *Transport
+	c        *config
+	orig     *http.Request
+	header   http.Header
+	body     bodySource
+	deadline time.Time
+	// idempotent: the method is safe to repeat; keyed: the request carries an
+	// idempotency key. Either makes every transient failure retryable.
+	idempotent, keyed bool
+
+	trace    httptrace.ClientTrace
+	ownTrace bool         // rt itself answers the trace lookup
+	reqCtx   context.Context
+	writes   atomic.Int32 // requests written by the current base RoundTrip
+
+	resp          *http.Response // the last attempt's response, until discarded
+	cancelAttempt context.CancelFunc
+	cancelLoop    context.CancelFunc
+	// cancels: some context was derived, so the response body must end it.
+	cancels bool
+	// attemptTimer ends the current attempt if no response has come in time;
+	// it is stopped when the response arrives, so reading the body is
+	// bounded only by the total deadline.
+	attemptTimer *clock.Timer
+	timedOut     atomic.Bool
+	sent    bool
+
+	keyVal [1]string
+	keyBuf [38]byte
+}
+
+func newRoundTrip(t *Transport, req *http.Request) *roundTrip {
+	return &roundTrip{t: t, c: &t.cfg, orig: req, cancelAttempt: noop, cancelLoop: noop}
+}
+
+// Value answers net/http's trace lookup; everything else goes to the parent.
+func (rt *roundTrip) Value(key any) any {
+	if rt.ownTrace && key == traceKey {
+		return &rt.trace
+	}
+	return rt.Context.Value(key)
+}
+
+// traceKey is the context key under which net/http/httptrace looks for a
+// ClientTrace, learned once by asking httptrace to look it up in a spy.
+var traceKey = func() any {
+	spy := &keySpy{Context: context.Background()}
+	httptrace.ContextClientTrace(spy)
+	return spy.key
+}()
+
+type keySpy struct {
+	context.Context
+	key any
+}
+
+func (s *keySpy) Value(key any) any {
+	s.key = key
+	return nil
+}
+
+// do runs the retry loop for the request.
+func (rt *roundTrip) do() (*http.Response, error) {
+	c, req := rt.c, rt.orig
+	parent := req.Context()
+	if lc := loopOf(parent); lc != nil {
+		return rt.single(lc)
+	}
+	rt.classifyRequest(func() string { return newKeyInto(&rt.keyBuf, c.http.tokenKeys) })
+	rt.body = newBodySource(req, c.http.bodyLimit)
+	rt.deadline = c.deadline(parent)
+	rt.Context, rt.cancelLoop = withTotalDeadline(parent, c.clock, rt.deadline)
+	rt.cancels = rt.Context != parent
+	rt.trace.WroteRequest = rt.wroteRequest
+	rt.reqCtx = rt
+	rt.ownTrace = traceKey != nil && httptrace.ContextClientTrace(parent) == nil
+	if !rt.ownTrace {
+		rt.reqCtx = httptrace.WithClientTrace(rt.Context, &rt.trace) // composes with the caller's trace
+	}
+
+	n, last, reason := c.run(rt.Context, rt.deadline, rt.discard, rt.attempt)
+	fillReport(parent, n, reason, last)
+	if isGiveUp(reason) {
+		noteGiveUp(parent, reason)
+	}
+	if !rt.sent {
+		rt.body.closeUnsent()
+	}
+	if rt.resp == nil {
+		rt.cancelAttempt()
+		rt.cancelLoop()
+		if last.err == nil && last.status != 0 {
+			last.err = &StatusError{StatusCode: last.status}
+		}
+		return nil, newError(rt.Context, n, reason, last.err)
+	}
+	return rt.handBack(), nil
+}
+
+// classifyRequest decides whether the request is idempotent or keyed, adding
+// a key (made by newKey) to a POST or PATCH that has none.
+func (rt *roundTrip) classifyRequest(newKey func() string) {
+	c, req := rt.c, rt.orig
+	rt.header = req.Header
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		rt.idempotent = true
+	}
+	if c.hasKey(req.Header) {
+		rt.keyed = true
+		return
+	}
+	if !c.http.noKeys && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
+		rt.keyVal[0] = newKey()
+		rt.header = withKey(req.Header, c.http.keyHeader, "")
+		rt.header[c.http.keyHeader] = rt.keyVal[:]
+		rt.keyed = true
+	}
+}
+
+// single makes one attempt for a request inside another retry loop. A key it
+// adds comes from that loop, so the outer loop's attempts share it.
+func (rt *roundTrip) single(lc *loopContext) (*http.Response, error) {
+	rt.classifyRequest(func() string { return rt.c.formatKey(lc.nextKey()) })
+	req := rt.orig
+	if !sameHeader(rt.header, req.Header) {
+		req = req.WithContext(req.Context())
+		req.Header = rt.header
+	}
+	return rt.t.base.RoundTrip(req)
+}
+
+func sameHeader(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || len(v) != len(w) || (len(v) > 0 && &v[0] != &w[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// newKeyInto makes a fresh key (a version 4 UUID from crypto/rand) in buf,
+// quoted as a Structured Field string unless token is set.
+func newKeyInto(buf *[38]byte, token bool) string {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	b := buf[:0]
+	if !token {
+		b = append(b, '"')
+	}
+	for i, part := range [...][2]int{{0, 4}, {4, 6}, {6, 8}, {8, 10}, {10, 16}} {
+		if i > 0 {
+			b = append(b, '-')
+		}
+		b = hex.AppendEncode(b, u[part[0]:part[1]])
+	}
+	if !token {
+		b = append(b, '"')
+	}
+	return string(b)
+}
+
+// wroteRequest counts every time the base transport writes the request,
+// its own hidden replays included.
+func (rt *roundTrip) wroteRequest(httptrace.WroteRequestInfo) {
+	rt.writes.Add(1)
+}
+
+// attempt sends the request once and classifies what came back.
+func (rt *roundTrip) attempt(n int) outcome {
+	req, err := rt.request(n)
+	if err != nil {
+		return outcome{err: err, stop: ErrBodyNotReplayable}
+	}
+	rt.sent = true
+	rt.writes.Store(0)
+	resp, err := rt.t.base.RoundTrip(req)
+	if rt.attemptTimer != nil {
+		rt.attemptTimer.Stop()
+		rt.attemptTimer = nil
+		if err != nil && rt.timedOut.Load() {
+			err = &AttemptTimeoutError{Err: err}
+		}
+	}
+	var o outcome
+	if w := rt.writes.Load(); w > 1 {
+		o.hidden = int(w - 1)
+	}
+	if err != nil {
+		rt.cancelAttempt()
+		o.err = err
+		rt.classifyError(err, &o)
+	} else {
+		rt.resp = resp
+		o.status = resp.StatusCode
+		rt.classifyResponse(resp, &o)
+	}
+	if o.retry && !rt.body.replayable() {
+		o.stop = ErrBodyNotReplayable
+	}
+	return o
+}
+
+// request builds attempt n's request: a shallow copy of the caller's, never
+// the caller's itself, with its own context, headers and body.
+func (rt *roundTrip) request(n int) (*http.Request, error) {
+	ctx := rt.reqCtx
+	rt.cancelAttempt = noop
+	if d := rt.attemptTimeout(); d > 0 {
+		rt.cancels = true
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		rt.timedOut.Store(false)
+		rt.attemptTimer = rt.c.clock.AfterFunc(d, func() {
+			rt.timedOut.Store(true)
+			cancel()
+		})
+		rt.cancelAttempt = cancel
+	}
+	req := rt.orig.WithContext(ctx)
+	req.Header = rt.header
+	if n == 1 {
+		req.Body, req.GetBody = rt.body.first()
+		return req, nil
+	}
+	body, get, err := rt.body.again(ctx)
+	if err != nil {
+		rt.cancelAttempt()
+		return nil, err
+	}
+	req.Body, req.GetBody = body, get
+	return req, nil
+}
+
+// attemptTimeout is the time one attempt may wait for its response.
+func (rt *roundTrip) attemptTimeout() time.Duration {
+	if rt.c.attemptTimeout <= 0 {
+		return 0
+	}
+	return attemptTimeout(rt.c.attemptTimeout, rt.deadline, rt.c.clock.Now())
+}
+
+// classifyError decides whether a transport error may be retried.
+func (rt *roundTrip) classifyError(err error, o *outcome) {
+	if !rt.c.classifier(err) {
+		return
+	}
+	if rt.idempotent || rt.keyed || neverSent(err) {
+		o.retry = true
+		return
+	}
+	o.stop = ErrNotIdempotent
+}
+
+// neverSent reports whether err proves the request never reached the
+// server: the connection was never made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+}
+
+// classifyResponse decides whether a response may be retried.
+func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
+	code := resp.StatusCode
+	safe := rt.idempotent || rt.keyed
+	honourRetryAfter := false
+	switch {
+	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
+		o.bad, o.retry, honourRetryAfter = true, safe, true
+	case code == http.StatusBadGateway, code == http.StatusGatewayTimeout:
+		o.bad, o.retry = true, safe
+	case code == http.StatusInternalServerError:
+		o.bad, o.retry = true, safe && rt.c.http.retry500
+	case code == http.StatusConflict && rt.keyed:
+		// The server says the first attempt with this key is still in progress.
+		o.retry, honourRetryAfter = true, true
+	case code >= 500:
+		o.bad = true
+	}
+	if o.bad && !safe && code != http.StatusInternalServerError && code < 505 {
+		o.stop = ErrNotIdempotent
+	}
+	if len(resp.Header[PushbackHeader]) > 0 {
+		o.bad, o.retry, o.stop = true, false, ErrPushback
+		return
+	}
+	if o.retry && honourRetryAfter {
+		if v := resp.Header.Get("Retry-After"); v != "" {
+			if d, ok := ParseRetryAfter(v, rt.c.clock.Now()); ok {
+				o.floor, o.hasFloor = d, true
+			}
+		}
+	}
+}
+
+// discard releases a response that is about to be retried.
+func (rt *roundTrip) discard() {
+	if rt.resp != nil {
+		drain(rt.resp, rt.c.http.drainLimit)
+		rt.resp = nil
+	}
+	rt.cancelAttempt()
+}
+
+// handBack returns the last response with its body intact; closing the body
+// ends the attempt's and the loop's contexts.
+func (rt *roundTrip) handBack() *http.Response {
+	resp := rt.resp
+	if !rt.cancels || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: [2]context.CancelFunc{rt.cancelAttempt, rt.cancelLoop}}
+	return resp
+}
