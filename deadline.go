@@ -77,4 +77,3 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 }
 
 func noop() {}
-

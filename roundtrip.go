@@ -31,7 +31,7 @@ type roundTrip struct {
 	idempotent, keyed bool
 
 	trace    httptrace.ClientTrace
-	ownTrace bool         // rt itself answers the trace lookup
+	ownTrace bool // rt itself answers the trace lookup
 	reqCtx   context.Context
 	writes   atomic.Int32 // requests written by the current base RoundTrip
 
@@ -45,7 +45,7 @@ type roundTrip struct {
 	// bounded only by the total deadline.
 	attemptTimer *clock.Timer
 	timedOut     atomic.Bool
-	sent    bool
+	sent         bool
 
 	keyVal [1]string
 	keyBuf [38]byte
