@@ -3,11 +3,17 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // seq numbers benchmark requests, so keys never repeat across runs.
@@ -91,4 +97,78 @@ func BenchmarkHandler(b *testing.B) {
 			return err
 		})
 	})
+}
+
+// BenchmarkHTTP compares, with 8 concurrent clients over loopback HTTP and
+// one pool of 8 connections, a bare handler doing one INSERT with the same
+// handler behind the idempotency middleware (its INSERT in the completion
+// transaction), first executions and replays.
+func BenchmarkHTTP(b *testing.B) {
+	_, schema, _ := newStore(b)
+	s, rt := newCountingStore(b, schema, clients)
+	insert := "INSERT INTO " + table(schema, "local_writes") + " (name) VALUES ($1)"
+	handler := func(db func(ctx context.Context) (execer, bool)) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ex, ok := db(r.Context())
+			if !ok {
+				http.Error(w, "no db", http.StatusInternalServerError)
+				return
+			}
+			if _, err := ex.Exec(r.Context(), insert, r.Header.Get("Idempotency-Key")); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "created")
+		})
+	}
+	bare := httptest.NewServer(handler(func(context.Context) (execer, bool) { return s.Pool(), true }))
+	defer bare.Close()
+	mw := idempotency.Middleware(idempotency.NewRunner(s), idempotency.SingleTenant)
+	idem := httptest.NewServer(mw(handler(func(ctx context.Context) (execer, bool) { return pgstore.TxFrom(ctx) })))
+	defer idem.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 4 * clients}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+
+	send := func(url, key string, want int) error {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"qty":1}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Idempotency-Key", key)
+		res, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != want {
+			return fmt.Errorf("%s: status %d", key, res.StatusCode)
+		}
+		return nil
+	}
+	b.Run("bare", func(b *testing.B) {
+		parallel(b, rt, func(_ context.Context, i int64) error { return send(bare.URL, fmt.Sprint("hb-", i), 201) })
+	})
+	b.Run("first-execution", func(b *testing.B) {
+		parallel(b, rt, func(_ context.Context, i int64) error { return send(idem.URL, fmt.Sprint("hf-", i), 201) })
+	})
+	b.Run("replay", func(b *testing.B) {
+		const keys = 64
+		base := seq.Add(keys)
+		for i := base; i < base+keys; i++ {
+			if err := send(idem.URL, fmt.Sprint("hr-", i), 201); err != nil {
+				b.Fatal(err)
+			}
+		}
+		parallel(b, rt, func(_ context.Context, i int64) error {
+			return send(idem.URL, fmt.Sprint("hr-", base+i%keys), 201)
+		})
+	})
+}
+
+// execer is the part of a pool or transaction the benchmark handler uses.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }

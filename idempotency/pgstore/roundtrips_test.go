@@ -44,14 +44,30 @@ func TestRoundTrips(t *testing.T) {
 
 		r2 := mustClaim(t, s, claimReq(key+"-plain"), idempotency.ClaimCreated)
 		got["complete"] = measure(func() { require.NoError(t, s.Complete(ctx, fenceOf(r2), []byte("ok"))) })
+
+		// A transaction never used costs nothing; completing it is one update.
+		r3 := mustClaim(t, s, claimReq(key+"-unused"), idempotency.ClaimCreated)
+		got["unused tx begin+complete"] = measure(func() {
+			tx, err := s.Begin(ctx, fenceOf(r3))
+			require.NoError(t, err)
+			require.NoError(t, tx.Complete(ctx, []byte("ok")))
+		})
+		r4 := mustClaim(t, s, claimReq(key+"-rejected"), idempotency.ClaimCreated)
+		got["unused tx rollback+release"] = measure(func() {
+			tx, err := s.Begin(ctx, fenceOf(r4))
+			require.NoError(t, err)
+			require.NoError(t, tx.Rollback(ctx))
+			require.NoError(t, s.Release(ctx, fenceOf(r4)))
+		})
 		return got
 	}
 	run(0) // warm the statement cache
 	got := run(1)
 	t.Logf("round trips: %v", got)
 	want := map[string]int64{
-		"claim": 1, "recovery point": 1, "begin": 1, "local insert": 1,
+		"claim": 1, "recovery point": 1, "begin": 0, "local insert": 1,
 		"tx complete+commit": 1, "replay": 1, "complete": 1,
+		"unused tx begin+complete": 1, "unused tx rollback+release": 1,
 	}
 	assert.Equal(t, want, got)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // leaseLostCode is the SQLSTATE raised by require_fence (see schema.sql).
@@ -24,33 +23,28 @@ type txKey struct{}
 // TxFrom returns the transaction that Tx.Context put into ctx. A handler or a
 // core-API caller does its local writes through it, so they commit together
 // with the stored response, or not at all. Its Commit and Rollback return
-// ErrTxOwned; savepoints (Begin) work as usual.
+// ErrTxOwned; savepoints (Begin) work as usual. It is for the goroutine
+// running the execution, like any pgx.Tx.
+//
+// The transaction starts lazily: its first statement takes a connection and
+// carries BEGIN with it in the same round trip. An execution that never uses
+// it completes with a single autocommit update.
 func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
 }
 
-// Begin opens the completion transaction for the execution fenced by f on a
-// connection of its own. End it with Complete or Rollback.
+// Begin opens the completion transaction for the execution fenced by f. It
+// sends nothing to the server: see TxFrom. End it with Complete or Rollback.
 func (s *Store) Begin(ctx context.Context, f idempotency.Fence) (idempotency.Tx, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: begin: %w", err)
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("pgstore: begin: %w", err)
-	}
-	return &completionTx{s: s, f: f, conn: conn, tx: ownedTx{tx}}, nil
+	return &completionTx{s: s, f: f, tx: &lazyTx{pool: s.pool}}, nil
 }
 
 // completionTx implements idempotency.Tx. It is used by one goroutine at a time.
 type completionTx struct {
-	s    *Store
-	f    idempotency.Fence
-	conn *pgxpool.Conn // nil once ended
-	tx   ownedTx
+	s  *Store
+	f  idempotency.Fence
+	tx *lazyTx
 }
 
 // Context returns ctx carrying the transaction; take it out with TxFrom.
@@ -58,50 +52,67 @@ func (t *completionTx) Context(ctx context.Context) context.Context {
 	return context.WithValue(ctx, txKey{}, pgx.Tx(t.tx))
 }
 
-// Complete stores response, conditional on the fence, and commits: the fenced
-// update and the COMMIT go to the server in one round trip. When the fence no
-// longer holds the update raises an error, the COMMIT never runs, everything
-// in the transaction is rolled back, and Complete returns
-// idempotency.ErrLeaseLost.
+// Complete stores response, conditional on the fence, and commits. When the
+// transaction was used, the fenced update and the COMMIT go to the server in
+// one round trip; when the fence no longer holds, the update raises an error,
+// the COMMIT never runs, everything in the transaction is rolled back, and
+// Complete returns idempotency.ErrLeaseLost. When it was never used, Complete
+// is one autocommit fenced update.
 func (t *completionTx) Complete(ctx context.Context, response []byte) error {
-	if t.conn == nil {
+	if t.tx.closed {
 		return pgx.ErrTxClosed
+	}
+	if err := t.tx.aborted; err != nil {
+		t.end(ctx, true)
+		return fmt.Errorf("pgstore: complete: %w (after %w)", pgx.ErrTxCommitRollback, err)
+	}
+	if !t.tx.begun {
+		t.end(ctx, false)
+		return t.s.Complete(ctx, t.f, response)
 	}
 	b := &pgx.Batch{}
 	b.Queue(t.s.q.completeTx, []byte(t.f.Caller), []byte(t.f.Key), t.f.Attempt, response, t.s.now())
 	b.Queue("COMMIT")
-	br := t.conn.SendBatch(ctx, b)
+	br := t.tx.conn.SendBatch(ctx, b)
 	_, errUpdate := br.Exec()
 	tag, errCommit := br.Exec()
 	errClose := br.Close()
 	if err := errors.Join(errUpdate, errCommit, errClose); err != nil {
-		_ = t.end(ctx, true)
+		if rerr := t.end(ctx, true); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		var pgErr *pgconn.PgError
 		if errors.As(errUpdate, &pgErr) && pgErr.Code == leaseLostCode {
 			return idempotency.ErrLeaseLost
 		}
 		return fmt.Errorf("pgstore: complete: %w", err)
 	}
+	t.end(ctx, false)
 	if tag.String() == "ROLLBACK" { // the transaction had already failed
-		_ = t.end(ctx, false)
 		return fmt.Errorf("pgstore: complete: %w", pgx.ErrTxCommitRollback)
 	}
-	return t.end(ctx, false)
+	return nil
 }
 
 // Rollback abandons the transaction; it is a no-op once the transaction ended.
 func (t *completionTx) Rollback(ctx context.Context) error {
-	if t.conn == nil {
+	if t.tx.closed {
 		return nil
 	}
 	return t.end(ctx, true)
 }
 
-// end optionally rolls back, then returns the connection to the pool (which
-// discards it if it is still inside a transaction).
+// end closes the transaction: optionally rolls back, then returns the
+// connection to the pool (which discards it if it is still inside a
+// transaction).
 func (t *completionTx) end(ctx context.Context, rollback bool) error {
-	conn := t.conn
-	t.conn = nil
+	lt := t.tx
+	lt.closed = true
+	conn := lt.conn
+	lt.conn = nil
+	if conn == nil {
+		return nil
+	}
 	defer conn.Release()
 	if rollback && conn.Conn().PgConn().TxStatus() != 'I' {
 		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
@@ -110,13 +121,3 @@ func (t *completionTx) end(ctx context.Context, rollback bool) error {
 	}
 	return nil
 }
-
-// ownedTx is the transaction as handed to the execution: everything but
-// ending it.
-type ownedTx struct{ pgx.Tx }
-
-// Commit returns ErrTxOwned.
-func (ownedTx) Commit(context.Context) error { return ErrTxOwned }
-
-// Rollback returns ErrTxOwned.
-func (ownedTx) Rollback(context.Context) error { return ErrTxOwned }
