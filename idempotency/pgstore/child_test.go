@@ -36,11 +36,16 @@ const (
 
 // childMain runs the server mode and returns the process's exit code.
 func childMain(mode string) int {
-	if mode != "server" {
+	run := runChildServer
+	switch mode {
+	case "server":
+	case "relay":
+		run = runChildRelay
+	default:
 		fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 		return 2
 	}
-	if err := runChildServer(); err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
@@ -101,6 +106,36 @@ func runChildServer() error {
 		orders.ServeHTTP(rec, r)
 		c.say("served %d", rec.status)
 	}))
+}
+
+// runChildRelay runs one relay batch, delivering each message by POSTing it
+// to the sink at childDepEnv with its id as the Idempotency-Key.
+func runChildRelay() error {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn())
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store, err := pgstore.New(pool, pgstore.WithSchema(os.Getenv(childSchemaEnv)))
+	if err != nil {
+		return err
+	}
+	fmt.Println("listening relay")
+	r := &pgstore.Relay{Store: store, Batch: 1000, Deliver: func(ctx context.Context, m pgstore.Message) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv(childDepEnv), strings.NewReader(string(m.Payload)))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Idempotency-Key", m.ID)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		return res.Body.Close()
+	}}
+	_, err = r.RunOnce(ctx)
+	return err
 }
 
 // wait blocks until the parent sends a line: the process is "paused" here.

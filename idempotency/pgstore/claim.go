@@ -20,7 +20,7 @@ const claimTries = 10
 // trip, with lease and expiry computed from the database clock. Reporting a
 // completed or busy record takes no lock and writes nothing.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
-	if req.Lease < 0 || req.TTL <= 0 {
+	if req.Lease <= 0 || req.TTL <= 0 {
 		return idempotency.Claim{}, fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL)
 	}
 	for range claimTries {

@@ -11,11 +11,14 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -68,9 +71,20 @@ type child struct {
 // shift and gate, and waits until it listens.
 func startChild(t *testing.T, schema, dep string, shift time.Duration, gate string) *child {
 	t.Helper()
+	return startChildEnv(t, "server", schema, dep, shift, gate)
+}
+
+// startChildMode starts a child process in mode and waits until it is ready.
+func startChildMode(t *testing.T, mode, schema, dep string) *child {
+	t.Helper()
+	return startChildEnv(t, mode, schema, dep, 0, "")
+}
+
+func startChildEnv(t *testing.T, mode, schema, dep string, shift time.Duration, gate string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
-		childModeEnv+"=server", childSchemaEnv+"="+schema, childDepEnv+"="+dep,
+		childModeEnv+"="+mode, childSchemaEnv+"="+schema, childDepEnv+"="+dep,
 		childShiftEnv+"="+shift.String(), childGateEnv+"="+gate, dsnEnv+"="+dsn())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -259,4 +273,65 @@ func TestPausedHolderCannotOverwrite(t *testing.T) {
 	var status int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT status FROM "+table(schema, "idempotency_keys")).Scan(&status))
 	assert.Equal(t, int(idempotency.StatusCompleted), status)
+}
+
+// A relay process is killed with SIGKILL in the middle of a batch (its
+// receiver has taken some messages and holds the next request). Its
+// transaction dies with it, so a new relay delivers the whole batch again
+// with the same ids: nothing is lost.
+func TestRelayKilledMidBatch(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	schema := newSchema(t, pool)
+	s, err := pgstore.New(pool, pgstore.WithSchema(schema))
+	require.NoError(t, err)
+	ids := enqueue(t, s, 10)
+
+	k := newSink()
+	hold := make(chan struct{}) // the receiver stalls the 4th delivery until the relay is dead
+	held := make(chan struct{})
+	var n atomic.Int32
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if n.Add(1) == 4 {
+			close(held)
+			<-hold
+			return
+		}
+		_ = k.deliver(r.Context(), pgstore.Message{ID: r.Header.Get("Idempotency-Key")})
+	}))
+	defer recv.Close()
+	defer close(hold)
+
+	relay := startChildMode(t, "relay", schema, recv.URL)
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the relay did not deliver 4 messages within 60s")
+	}
+	relay.kill(t)
+	// The dead relay's transaction is rolled back by the server; wait for
+	// that real condition, bounded.
+	waitFor(t, func() bool { return pending(t, s, schema) == 10 && !locked(t, pool, schema) })
+
+	delivered, err := (&pgstore.Relay{Store: s, Deliver: k.deliver}).RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 10, delivered)
+	assert.Zero(t, pending(t, s, schema))
+	for i, id := range ids {
+		want := 1
+		if i < 3 {
+			want = 2 // taken before the kill, and again
+		}
+		assert.Equal(t, want, k.count(id), "message %d", i)
+	}
+}
+
+// locked reports whether some outbox row is still locked by another session.
+func locked(t *testing.T, pool *pgxpool.Pool, schema string) bool {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM (SELECT 1 FROM "+
+		table(schema, "outbox")+" FOR UPDATE SKIP LOCKED) x").Scan(&n))
+	return n != countRows(t, pool, schema, "outbox")
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -228,5 +229,45 @@ func TestRelaysConcurrent(t *testing.T) {
 	wg.Wait()
 	for _, id := range ids {
 		assert.Equal(t, 1, k.count(id), "message %s", id)
+	}
+}
+
+// A consumer that runs each message through the idempotency core API with
+// key = message id does its work once per message, though the relay
+// delivered some messages twice.
+func TestRelayConsumerRunsEachMessageOnce(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	ids := enqueue(t, s, 6)
+	consumer := idempotency.NewRunner(s) // the consumer's keys live in the same database here
+	var (
+		mu   sync.Mutex
+		runs = map[string]int{}
+	)
+	consume := func(crashAt string) pgstore.DeliverFunc {
+		return func(ctx context.Context, m pgstore.Message) error {
+			if m.ID == crashAt {
+				panic("relay crashed")
+			}
+			_, err := consumer.Do(ctx, idempotency.Request{Caller: "mailer", Key: m.ID, Fingerprint: m.Topic},
+				func(context.Context, *idempotency.Execution) ([]byte, error) {
+					mu.Lock()
+					runs[m.ID]++
+					mu.Unlock()
+					return []byte("sent"), nil
+				})
+			return err
+		}
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = (&pgstore.Relay{Store: s, Deliver: consume(ids[4])}).RunOnce(ctx)
+	}()
+	n, err := (&pgstore.Relay{Store: s, Deliver: consume("")}).RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 6, n)
+	for _, id := range ids {
+		assert.Equal(t, 1, runs[id], "message %s", id)
 	}
 }
