@@ -85,12 +85,19 @@ func TestLazyTxFirstStatements(t *testing.T) {
 			ctx := context.Background()
 			tx, txCtx, ptx := openTx(t, s, how+"-commit")
 			require.NoError(t, write(txCtx, ptx, how+"-commit"))
-			// A second statement runs in the same transaction.
+			// A second statement runs in the same transaction, and so does a
+			// savepoint after it.
 			require.NoError(t, localWrite(txCtx, schema, how+"-second"))
+			sp, err := ptx.Begin(txCtx)
+			require.NoError(t, err)
+			_, err = sp.Exec(txCtx, "INSERT INTO "+lw+" (name) VALUES ($1)", how+"-undone")
+			require.NoError(t, err)
+			require.NoError(t, sp.Rollback(txCtx))
 			assert.False(t, written(t, s.Pool(), schema, how+"-commit"), "visible before commit")
 			require.NoError(t, tx.Complete(ctx, []byte("ok")))
 			assert.True(t, written(t, s.Pool(), schema, how+"-commit"))
 			assert.True(t, written(t, s.Pool(), schema, how+"-second"))
+			assert.False(t, written(t, s.Pool(), schema, how+"-undone"))
 
 			tx, txCtx, ptx = openTx(t, s, how+"-rollback")
 			require.NoError(t, write(txCtx, ptx, how+"-rollback"))

@@ -85,6 +85,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	var (
 		delivered []int64
 		failure   error
+		failed    = int64(-1)
 	)
 	for i, m := range batch {
 		if err := ctx.Err(); err != nil {
@@ -93,15 +94,19 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}
 		if err := r.Deliver(ctx, m); err != nil {
 			failure = fmt.Errorf("pgstore: relay: deliver %s: %w", m.ID, err)
-			if _, err := tx.Exec(ctx, r.Store.q.markFailed, seqs[i], err.Error()); err != nil {
-				return 0, errors.Join(failure, err)
-			}
+			failed = seqs[i]
 			break
 		}
 		delivered = append(delivered, seqs[i])
 	}
-	// Record what was delivered even when ctx ended, so it is not sent again.
+	// Record what happened even when ctx ended, so delivered messages are not
+	// sent again.
 	end := context.WithoutCancel(ctx)
+	if failed >= 0 {
+		if _, err := tx.Exec(end, r.Store.q.markFailed, failed, failure.Error()); err != nil {
+			return 0, errors.Join(failure, fmt.Errorf("pgstore: relay: mark failed: %w", err))
+		}
+	}
 	if len(delivered) > 0 {
 		if _, err := tx.Exec(end, r.Store.q.markDelivered, delivered); err != nil {
 			return 0, errors.Join(failure, fmt.Errorf("pgstore: relay: mark delivered: %w", err))
