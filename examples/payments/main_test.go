@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDemoShortRun(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Charges = shortCharges
+	cfg.Seed = 7
+	cfg.Drop, cfg.Reset = 0.1, 0.05
+	cfg.Latency = time.Millisecond
+	cfg.Concurrency = 8
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	rs, err := run(ctx, cfg, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if len(rs) != 2 {
+		t.Fatalf("got %d results, want 2", len(rs))
+	}
+	ours, naive := rs[0], rs[1]
+	if ours.Executed != cfg.Charges || ours.Distinct != cfg.Charges || ours.Duplicates != 0 || ours.Failures != 0 {
+		t.Errorf("ours = %+v, want every charge executed once and no failures", ours)
+	}
+	if ours.Drops == 0 || ours.Resets == 0 {
+		t.Errorf("ours met no faults (%+v): the seed no longer exercises retries", ours)
+	}
+	// The faults are a pure function of the seed and the body, so the naive
+	// client meets the same drops and repeats a charge for each of them.
+	if naive.Duplicates == 0 {
+		t.Errorf("naive = %+v, want duplicates with seed %d", naive, cfg.Seed)
+	}
+	if naive.Executed != naive.Distinct+naive.Duplicates {
+		t.Errorf("naive = %+v: executed != distinct + duplicates", naive)
+	}
+	out := stdout.String()
+	for _, want := range []string{"charges requested", "duplicates", "exactlyonce (key)", "naive loop (no key)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(stderr.String(), "%  "); n != 20 {
+		t.Errorf("got %d progress lines, want 10 per client:\n%s", n, stderr.String())
+	}
+}
+
+func TestBadFlagsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"-n", "0"},
+		{"-n", "x"},
+		{"-drop", "1.5"},
+		{"-drop", "0.4", "-reset", "0.4"},
+		{"-concurrency", "0"},
+		{"-latency", "-1s"},
+		{"-nosuchflag"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := realMain(args, &stdout, &stderr); code != 2 {
+			t.Errorf("%q: exit code %d, want 2", args, code)
+		}
+		if !strings.Contains(stderr.String(), "usage: payments") {
+			t.Errorf("%q: no usage message:\n%s", args, stderr.String())
+		}
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"-h"}, &stdout, &stderr); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+func TestShortFlag(t *testing.T) {
+	cfg, err := parseFlags([]string{"-short"}, new(bytes.Buffer))
+	if err != nil || cfg.Charges != shortCharges {
+		t.Errorf("-short: %+v, %v; want %d charges", cfg, err, shortCharges)
+	}
+	cfg, err = parseFlags([]string{"-short", "-n", "20"}, new(bytes.Buffer))
+	if err != nil || cfg.Charges != 20 {
+		t.Errorf("-short -n 20: %+v, %v; want 20 charges", cfg, err)
+	}
+}
+
+func TestFaultPlanIsPure(t *testing.T) {
+	p := faultPlan{seed: 3, drop: 0.2, reset: 0.2, latency: time.Millisecond}
+	counts := map[fault]int{}
+	for i := range 1000 {
+		body := []byte{byte(i), byte(i >> 8)}
+		f1, d1 := p.decide(body, 1)
+		f2, d2 := p.decide(body, 1)
+		if f1 != f2 || d1 != d2 {
+			t.Fatalf("decide is not deterministic for %v", body)
+		}
+		if d1 < 0 || d1 > time.Millisecond {
+			t.Fatalf("latency %v outside [0, 1ms]", d1)
+		}
+		counts[f1]++
+	}
+	for _, f := range []fault{faultNone, faultReset, faultDrop} {
+		if counts[f] == 0 {
+			t.Errorf("fault %d never chosen: %v", f, counts)
+		}
+	}
+	if f, _ := (faultPlan{seed: 3}).decide([]byte("x"), 1); f != faultNone {
+		t.Errorf("zero rates injected fault %d", f)
+	}
+}

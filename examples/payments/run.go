@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// result counts what one client's run did.
+type result struct {
+	Client string
+	// Requested is the number of logical charges sent.
+	Requested int
+	// Executed is the number of charges the service performed, duplicates
+	// included; Distinct the number of different charges among them.
+	Executed, Distinct int
+	// Duplicates is Executed - Distinct: cards charged more than once.
+	Duplicates int
+	// Attempts is the number of requests that reached the proxy.
+	Attempts int
+	// Failures is the number of charges the client gave up on.
+	Failures int
+	// Drops and Resets are the faults the proxy injected.
+	Drops, Resets int
+	Elapsed       time.Duration
+}
+
+// clientKind names a client and how to make it.
+type clientKind struct {
+	name string
+	make func(url string) charger
+}
+
+// clientKinds are the clients compared, ours first.
+var clientKinds = []clientKind{
+	{"exactlyonce (key)", newOurs},
+	{"naive loop (no key)", newNaive},
+}
+
+// run charges a fresh service with each client in turn, reports progress to
+// stderr and writes the table to stdout.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, error) {
+	fmt.Fprintf(stderr, "charging %d times per client: drop %.0f%%, reset %.0f%%, latency up to %v, %d in flight, seed %d\n",
+		cfg.Charges, 100*cfg.Drop, 100*cfg.Reset, cfg.Latency, cfg.Concurrency, cfg.Seed)
+	results := make([]result, 0, len(clientKinds))
+	for _, k := range clientKinds {
+		r, err := runClient(ctx, cfg, k, stderr)
+		if err != nil {
+			return results, fmt.Errorf("%s: %w", k.name, err)
+		}
+		results = append(results, r)
+	}
+	writeTable(stdout, results)
+	return results, nil
+}
+
+// runClient sends cfg.Charges charges with one client through a new proxy
+// to a new service and counts what happened.
+func runClient(ctx context.Context, cfg config, k clientKind, stderr io.Writer) (result, error) {
+	l := newLedger()
+	svcURL, stopSvc, err := serve(newService(l))
+	if err != nil {
+		return result{}, err
+	}
+	defer stopSvc()
+	p := newProxy(faultPlan{seed: cfg.Seed, drop: cfg.Drop, reset: cfg.Reset, latency: cfg.Latency}, svcURL)
+	defer p.close()
+	proxyURL, stopProxy, err := serve(p)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopProxy()
+	c := k.make(proxyURL)
+	defer c.close()
+
+	start := time.Now()
+	prog := &progress{name: k.name, total: cfg.Charges, w: stderr, start: start, attempts: &p.attempts}
+	var failures atomic.Int64
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.Concurrency {
+		wg.Go(func() {
+			for i := range jobs {
+				ch := chargeRequest{Ref: fmt.Sprintf("order-%06d", i), AmountCents: int64(100 + i%900)}
+				if err := c.charge(ctx, ch); err != nil {
+					failures.Add(1)
+				}
+				prog.done()
+			}
+		})
+	}
+feed:
+	for i := range cfg.Charges {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return result{}, err
+	}
+	executed, distinct := l.totals()
+	return result{
+		Client:     k.name,
+		Requested:  cfg.Charges,
+		Executed:   executed,
+		Distinct:   distinct,
+		Duplicates: executed - distinct,
+		Attempts:   int(p.attempts.Load()),
+		Failures:   int(failures.Load()),
+		Drops:      int(p.drops.Load()),
+		Resets:     int(p.resets.Load()),
+		Elapsed:    time.Since(start),
+	}, nil
+}
+
+// progress writes a line to w each time another tenth of the charges is done.
+type progress struct {
+	name     string
+	total    int
+	w        io.Writer
+	start    time.Time
+	attempts *atomic.Int64
+
+	mu     sync.Mutex
+	n      int
+	tenths int
+}
+
+func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if t := p.n * 10 / p.total; t > p.tenths {
+		p.tenths = t
+		fmt.Fprintf(p.w, "%-20s %3d%%  %d/%d charges, %d attempts, %v\n", p.name, 10*t, p.n, p.total,
+			p.attempts.Load(), time.Since(p.start).Round(time.Millisecond))
+	}
+}
+
+// serve runs h on a new loopback listener and returns its base URL and a
+// function that stops it.
+func serve(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quietLog()}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			panic(err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), func() {
+		srv.Close()
+		<-done
+	}, nil
+}
