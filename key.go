@@ -30,14 +30,14 @@ func (c *config) hasKey(h http.Header) bool {
 	return len(h.Values(c.http.keyHeader)) > 0
 }
 
-// withKey returns a copy of h with the key header set. The value slices of
-// the other headers are shared, never modified.
-func withKey(h http.Header, name, value string) http.Header {
+// withKey returns a copy of h with the key header set to values. The value
+// slices of the other headers are shared, never modified.
+func withKey(h http.Header, name string, values []string) http.Header {
 	out := make(http.Header, len(h)+1)
 	for k, v := range h {
 		out[k] = v
 	}
-	out[name] = []string{value}
+	out[name] = values
 	return out
 }
 

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +31,11 @@ type roundTrip struct {
 	// idempotent: the method is safe to repeat; keyed: the request carries an
 	// idempotency key. Either makes every transient failure retryable.
 	idempotent, keyed bool
+	keyAdded          bool // the key is ours, in a copy of the caller's header
 
-	trace    httptrace.ClientTrace
-	ownTrace bool // rt itself answers the trace lookup
+	tracer   *writeTracer // nil when the base cannot replay on its own
+	ownTrace bool         // rt itself answers the trace lookup
 	reqCtx   context.Context
-	writes   atomic.Int32 // requests written by the current base RoundTrip
 
 	resp          *http.Response // the last attempt's response, until discarded
 	cancelAttempt context.CancelFunc
@@ -58,7 +60,7 @@ func newRoundTrip(t *Transport, req *http.Request) *roundTrip {
 // Value answers net/http's trace lookup; everything else goes to the parent.
 func (rt *roundTrip) Value(key any) any {
 	if rt.ownTrace && key == traceKey {
-		return &rt.trace
+		return &rt.tracer.trace
 	}
 	return rt.Context.Value(key)
 }
@@ -93,11 +95,16 @@ func (rt *roundTrip) do() (*http.Response, error) {
 	rt.deadline = c.deadline(parent)
 	rt.Context, rt.cancelLoop = withTotalDeadline(parent, c.clock, rt.deadline)
 	rt.cancels = rt.Context != parent
-	rt.trace.WroteRequest = rt.wroteRequest
-	rt.reqCtx = rt
-	rt.ownTrace = traceKey != nil && httptrace.ContextClientTrace(parent) == nil
-	if !rt.ownTrace {
-		rt.reqCtx = httptrace.WithClientTrace(rt.Context, &rt.trace) // composes with the caller's trace
+	rt.reqCtx = rt.Context
+	if rt.t.replaysHidden {
+		// net/http's Transport replays some requests on its own; a trace
+		// counts every write so those attempts are counted and charged.
+		rt.tracer = newWriteTracer()
+		rt.reqCtx = rt
+		rt.ownTrace = traceKey != nil && httptrace.ContextClientTrace(parent) == nil
+		if !rt.ownTrace {
+			rt.reqCtx = httptrace.WithClientTrace(rt.Context, &rt.tracer.trace) // composes with the caller's trace
+		}
 	}
 
 	n, last, reason := c.run(rt.Context, rt.deadline, rt.discard, rt.attempt)
@@ -135,9 +142,8 @@ func (rt *roundTrip) classifyRequest(newKey func() string) {
 	}
 	if !c.http.noKeys && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
 		rt.keyVal[0] = newKey()
-		rt.header = withKey(req.Header, c.http.keyHeader, "")
-		rt.header[c.http.keyHeader] = rt.keyVal[:]
-		rt.keyed = true
+		rt.header = withKey(req.Header, c.http.keyHeader, rt.keyVal[:])
+		rt.keyed, rt.keyAdded = true, true
 	}
 }
 
@@ -165,11 +171,21 @@ func sameHeader(a, b http.Header) bool {
 	return true
 }
 
-// newKeyInto makes a fresh key (a version 4 UUID from crypto/rand) in buf,
-// quoted as a Structured Field string unless token is set.
+// keySources are ChaCha8 generators, each seeded from crypto/rand: a
+// cryptographically strong source that costs no system call per key.
+var keySources = sync.Pool{New: func() any {
+	var seed [32]byte
+	rand.Read(seed[:])
+	return mrand.NewChaCha8(seed)
+}}
+
+// newKeyInto makes a fresh key (a version 4 UUID from a crypto-strong source)
+// in buf, quoted as a Structured Field string unless token is set.
 func newKeyInto(buf *[38]byte, token bool) string {
 	var u [16]byte
-	rand.Read(u[:])
+	src := keySources.Get().(*mrand.ChaCha8)
+	src.Read(u[:])
+	keySources.Put(src)
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	b := buf[:0]
@@ -188,10 +204,25 @@ func newKeyInto(buf *[38]byte, token bool) string {
 	return string(b)
 }
 
-// wroteRequest counts every time the base transport writes the request,
-// its own hidden replays included.
-func (rt *roundTrip) wroteRequest(httptrace.WroteRequestInfo) {
-	rt.writes.Add(1)
+// writeTracer counts every time the base transport writes the request, its
+// own hidden replays included.
+type writeTracer struct {
+	trace  httptrace.ClientTrace
+	writes atomic.Int32
+}
+
+func newWriteTracer() *writeTracer {
+	w := &writeTracer{}
+	w.trace.WroteRequest = func(httptrace.WroteRequestInfo) { w.writes.Add(1) }
+	return w
+}
+
+// hidden returns the writes beyond the first since the last call.
+func (w *writeTracer) hidden() int {
+	if w == nil {
+		return 0
+	}
+	return max(0, int(w.writes.Swap(0))-1)
 }
 
 // attempt sends the request once and classifies what came back.
@@ -201,7 +232,6 @@ func (rt *roundTrip) attempt(n int) outcome {
 		return outcome{err: err, stop: ErrBodyNotReplayable}
 	}
 	rt.sent = true
-	rt.writes.Store(0)
 	resp, err := rt.t.base.RoundTrip(req)
 	if rt.attemptTimer != nil {
 		rt.attemptTimer.Stop()
@@ -210,10 +240,7 @@ func (rt *roundTrip) attempt(n int) outcome {
 			err = &AttemptTimeoutError{Err: err}
 		}
 	}
-	var o outcome
-	if w := rt.writes.Load(); w > 1 {
-		o.hidden = int(w - 1)
-	}
+	o := outcome{hidden: rt.tracer.hidden()}
 	if err != nil {
 		rt.cancelAttempt()
 		o.err = err
@@ -245,12 +272,22 @@ func (rt *roundTrip) request(n int) (*http.Request, error) {
 		})
 		rt.cancelAttempt = cancel
 	}
-	req := rt.orig.WithContext(ctx)
-	req.Header = rt.header
 	if n == 1 {
-		req.Body, req.GetBody = rt.body.first()
+		body, get := rt.body.first()
+		if ctx == rt.orig.Context() && !rt.keyAdded && body == rt.orig.Body {
+			// Nothing to change: the caller's request goes as it is.
+			return rt.orig, nil
+		}
+		req := rt.orig.WithContext(ctx)
+		req.Header = rt.header
+		req.Body, req.GetBody = body, get
 		return req, nil
 	}
+	if ctx == rt.orig.Context() && !rt.keyAdded && rt.body.orig == nil {
+		return rt.orig, nil // no body to replay
+	}
+	req := rt.orig.WithContext(ctx)
+	req.Header = rt.header
 	body, get, err := rt.body.again(ctx)
 	if err != nil {
 		rt.cancelAttempt()

@@ -36,6 +36,9 @@ import (
 type Transport struct {
 	base http.RoundTripper
 	cfg  config
+	// replaysHidden: the base is net/http's Transport, which replays some
+	// failed requests by itself; those attempts are traced and counted.
+	replaysHidden bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -55,7 +58,8 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if !c.classifierSet {
 		c.classifier = TransientOnly
 	}
-	return &Transport{base: base, cfg: c}
+	_, replays := base.(*http.Transport)
+	return &Transport{base: base, cfg: c, replaysHidden: replays}
 }
 
 // NewClient returns an *http.Client whose Transport is NewTransport(nil, opts...).

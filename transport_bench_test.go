@@ -1,0 +1,109 @@
+package retry_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/exactlyonce/retry"
+)
+
+// memTransport answers every request in memory with a fixed status, after
+// reading and closing the request body as a real transport would.
+type memTransport struct {
+	status int
+	calls  atomic.Int64
+}
+
+func (m *memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	m.calls.Add(1)
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: m.status, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+}
+
+// BenchmarkTransportCost is the library's cost per request over an in-memory
+// RoundTripper, success on the first attempt, next to a plain http.Client in
+// the same run.
+func BenchmarkTransportCost(b *testing.B) {
+	payload := bytes.Repeat([]byte("x"), 1024)
+	mem := &memTransport{status: 200}
+	clients := []struct {
+		name   string
+		client *http.Client
+	}{
+		{"plain", &http.Client{Transport: mem}},
+		{"retry", &http.Client{Transport: retry.NewTransport(mem)}},
+	}
+	for _, method := range []string{"GET", "POST"} {
+		for _, c := range clients {
+			b.Run(method+"/"+c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					var body io.Reader
+					if method == "POST" {
+						body = bytes.NewReader(payload)
+					}
+					req, _ := http.NewRequest(method, "http://mem.test/charge", body)
+					resp, err := c.client.Do(req)
+					if err != nil || resp.StatusCode != 200 {
+						b.Fatal(err)
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkOutageAttempts reports attempts per logical request during a total
+// outage (a loopback server that always answers 503), with the default
+// budget, 2,000 requests sequentially and from 50 concurrent callers.
+func BenchmarkOutageAttempts(b *testing.B) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	for _, callers := range []int{1, 50} {
+		name := "sequential"
+		if callers > 1 {
+			name = "concurrent50"
+		}
+		b.Run(name, func(b *testing.B) {
+			var total, requests int64
+			for b.Loop() {
+				tr := retry.NewTransport(nil)
+				client := &http.Client{Transport: tr}
+				before := served.Load()
+				const n = 2000
+				var wg sync.WaitGroup
+				var next atomic.Int64
+				for range callers {
+					wg.Go(func() {
+						for next.Add(1) <= n {
+							resp, err := client.Get(srv.URL)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							resp.Body.Close()
+						}
+					})
+				}
+				wg.Wait()
+				tr.CloseIdleConnections()
+				total += served.Load() - before
+				requests += n
+			}
+			b.ReportMetric(float64(total)/float64(requests), "attempts/request")
+		})
+	}
+}
