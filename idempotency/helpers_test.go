@@ -69,10 +69,12 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type reqOpt func(*http.Request)
 
-func withKey(v string) reqOpt       { return func(r *http.Request) { r.Header.Add("Idempotency-Key", v) } }
-func withTenant(v string) reqOpt    { return func(r *http.Request) { r.Header.Set(tenantHeader, v) } }
-func withMethod(m string) reqOpt    { return func(r *http.Request) { r.Method = m } }
-func withTarget(u string) reqOpt    { return func(r *http.Request) { r.URL, _ = r.URL.Parse(u); r.RequestURI = u } }
+func withKey(v string) reqOpt    { return func(r *http.Request) { r.Header.Add("Idempotency-Key", v) } }
+func withTenant(v string) reqOpt { return func(r *http.Request) { r.Header.Set(tenantHeader, v) } }
+func withMethod(m string) reqOpt { return func(r *http.Request) { r.Method = m } }
+func withTarget(u string) reqOpt {
+	return func(r *http.Request) { r.URL, _ = r.URL.Parse(u); r.RequestURI = u }
+}
 func withoutLength() reqOpt         { return func(r *http.Request) { r.ContentLength = -1 } }
 func withHeader(k, v string) reqOpt { return func(r *http.Request) { r.Header.Add(k, v) } }
 

@@ -1,0 +1,165 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+func req(key string) idempotency.Request {
+	return idempotency.Request{Caller: "consumer", Key: key, Fingerprint: "fp"}
+}
+
+func TestDoRunsOnceAndReplays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var runs atomic.Int64
+	work := func(ctx context.Context, x *idempotency.Execution) ([]byte, error) {
+		runs.Add(1)
+		require.Same(t, x, idempotency.FromContext(ctx))
+		return []byte("ok"), nil
+	}
+	res, err := e.runner.Do(ctx, req("msg-1"), work)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Result{Response: []byte("ok"), Attempt: 1}, res)
+	res, err = e.runner.Do(ctx, req("msg-1"), work)
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.Result{Response: []byte("ok"), Replayed: true, Attempt: 1}, res)
+	assert.EqualValues(t, 1, runs.Load())
+
+	_, err = e.runner.Do(ctx, idempotency.Request{Caller: "consumer", Key: "msg-1", Fingerprint: "other"}, work)
+	require.ErrorIs(t, err, idempotency.ErrFingerprintMismatch)
+	_, err = e.runner.Do(ctx, req(""), work)
+	require.Error(t, err)
+	assert.EqualValues(t, 1, runs.Load())
+}
+
+func TestDoInProgressRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			close(inside)
+			<-release
+			return nil, nil
+		})
+		done <- err
+	}()
+	<-inside
+	e.clock.Add(10 * time.Second)
+	_, err := e.runner.Do(ctx, req("k"), nil)
+	var ip *idempotency.InProgressError
+	require.ErrorAs(t, err, &ip)
+	require.ErrorIs(t, err, idempotency.ErrInProgress)
+	assert.Equal(t, testLease-10*time.Second, ip.RetryAfter)
+	e.clock.Add(testLease - 10*time.Second - time.Millisecond)
+	_, err = e.runner.Do(ctx, req("k"), nil)
+	require.ErrorAs(t, err, &ip)
+	assert.Equal(t, time.Second, ip.RetryAfter, "at least one second")
+	close(release)
+	require.NoError(t, <-done)
+}
+
+func TestDoErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	errBad := errors.New("bad input")
+
+	t.Run("Reject frees the key", func(t *testing.T) {
+		e := newEnv(t)
+		_, err := e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return nil, idempotency.Reject(errBad)
+		})
+		require.ErrorIs(t, err, idempotency.ErrRejected)
+		require.ErrorIs(t, err, errBad)
+		require.Zero(t, e.store.Len())
+		assert.NoError(t, idempotency.Reject(nil))
+	})
+	t.Run("plain error before any step frees the key", func(t *testing.T) {
+		e := newEnv(t)
+		_, err := e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return nil, errBad
+		})
+		require.ErrorIs(t, err, errBad)
+		require.Zero(t, e.store.Len())
+	})
+	t.Run("Abort stores the outcome", func(t *testing.T) {
+		e := newEnv(t)
+		res, err := e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return []byte("ignored"), idempotency.Abort([]byte("declined"), errBad)
+		})
+		require.ErrorIs(t, err, idempotency.ErrAborted)
+		require.ErrorIs(t, err, errBad)
+		assert.Equal(t, []byte("declined"), res.Response)
+		res, err = e.runner.Do(ctx, req("k"), nil)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("declined"), res.Response)
+		assert.True(t, res.Replayed)
+	})
+	t.Run("panic frees the key and is re-raised", func(t *testing.T) {
+		e := newEnv(t)
+		require.PanicsWithValue(t, "boom", func() {
+			_, _ = e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+				panic("boom")
+			})
+		})
+		require.Zero(t, e.store.Len())
+	})
+	t.Run("store failure", func(t *testing.T) {
+		_, err := idempotency.NewRunner(failingStore{}).Do(ctx, req("k"), nil)
+		require.ErrorIs(t, err, errStoreDown)
+	})
+}
+
+func TestDoLateCompletionIsFenced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			close(inside)
+			<-release
+			return []byte("stale"), nil
+		})
+		done <- err
+	}()
+	<-inside
+	e.clock.Add(testLease + time.Second)
+	res, err := e.runner.Do(ctx, req("k"), func(_ context.Context, x *idempotency.Execution) ([]byte, error) {
+		assert.True(t, x.Resumed())
+		return []byte("fresh"), nil
+	})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, res.Attempt)
+	close(release)
+	require.ErrorIs(t, <-done, idempotency.ErrLeaseLost)
+	res, err = e.runner.Do(ctx, req("k"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "fresh", string(res.Response))
+}
+
+func TestNilStoreIsMemory(t *testing.T) {
+	t.Parallel()
+	r := idempotency.NewRunner(nil)
+	require.IsType(t, &idempotency.MemoryStore{}, r.Store())
+	assert.Equal(t, idempotency.DefaultLease, r.Lease())
+	assert.Equal(t, idempotency.DefaultTTL, r.TTL())
+	r = idempotency.NewRunner(nil, idempotency.WithLease(-1), idempotency.WithTTL(0), idempotency.WithClock(nil))
+	assert.Equal(t, idempotency.DefaultLease, r.Lease())
+	assert.Equal(t, idempotency.DefaultTTL, r.TTL())
+}
