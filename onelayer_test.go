@@ -172,16 +172,19 @@ func TestPushbackMiddlewareMarksA5xxAfterAGiveUp(t *testing.T) {
 	assert.Empty(t, resp.Header.Get(retry.PushbackHeader), "only a 5xx is marked")
 }
 
-func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
-	var innermost atomic.Int64
+// chain starts a service that always answers 503 and layers services in
+// front of it, each calling the next through its own Transport inside
+// PushbackMiddleware. It returns the top URL, the innermost request count and
+// a function that stops everything.
+func chain(layers int) (string, *atomic.Int64, func()) {
+	innermost := &atomic.Int64{}
 	bottom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		innermost.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
-	defer bottom.Close()
+	closers := []func(){bottom.Close}
 	next := bottom.URL
-	var closers []func()
-	for range 2 { // two middle services, each calling the next through its own Transport
+	for range layers {
 		tr := retry.NewTransport(nil, retry.WithBackoff(retry.Constant(0)))
 		client := &http.Client{Transport: tr}
 		target := next
@@ -199,15 +202,20 @@ func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
 		closers = append(closers, svc.Close, tr.CloseIdleConnections)
 		next = svc.URL
 	}
-	defer func() {
-		for _, c := range closers {
-			c()
+	return next, innermost, func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
 		}
-	}()
-	top, _ := newClient(t, retry.WithBackoff(retry.Constant(0)))
+	}
+}
+
+func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
+	top, innermost, stop := chain(2) // the client below is the third layer
+	defer stop()
+	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)))
 	const requests = 200
 	for range requests {
-		resp, err := top.Get(next)
+		resp, err := client.Get(top)
 		require.NoError(t, err)
 		readAll(t, resp)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -215,6 +223,30 @@ func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
 	perRequest := float64(innermost.Load()) / requests
 	t.Logf("innermost attempts per top-level request: %.3f", perRequest)
 	assert.LessOrEqual(t, perRequest, 1.2, "about one attempt per request, not 64")
+}
+
+// BenchmarkNestedOutage reports innermost attempts per top-level request
+// through three layers of retrying clients, the innermost service always 503.
+func BenchmarkNestedOutage(b *testing.B) {
+	var total, requests int64
+	for b.Loop() {
+		top, innermost, stop := chain(2)
+		tr := retry.NewTransport(nil)
+		client := &http.Client{Transport: tr}
+		for range 200 {
+			resp, err := client.Get(top)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		tr.CloseIdleConnections()
+		stop()
+		total += innermost.Load()
+		requests += 200
+	}
+	b.ReportMetric(float64(total)/float64(requests), "innermost-attempts/request")
 }
 
 func TestGaveUpWithoutMiddleware(t *testing.T) {
