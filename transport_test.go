@@ -39,14 +39,21 @@ type scriptServer struct {
 	reqs     []recorded
 	clk      interface{ Now() time.Time }
 	newConns atomic.Int32
+	openConn atomic.Int32
+	closedCh chan struct{} // one value per connection closed
 }
 
 func newScriptServer(t *testing.T, script ...int) *scriptServer {
-	s := &scriptServer{script: script, headers: map[int]http.Header{}}
+	s := &scriptServer{script: script, headers: map[int]http.Header{}, closedCh: make(chan struct{}, 1024)}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
+		switch st {
+		case http.StateNew:
 			s.newConns.Add(1)
+			s.openConn.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			s.openConn.Add(-1)
+			s.closedCh <- struct{}{}
 		}
 	}
 	s.Start()
