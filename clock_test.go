@@ -9,13 +9,18 @@ import (
 
 // autoClock is a mock clock whose timers fire at once, moving the clock
 // forward by their duration: every wait of the code under test takes no real
-// time, and the clock shows exactly how long it waited.
+// time, and the clock shows exactly how long it waited. Its AfterFunc timers
+// and contexts follow the embedded mock, which tests move with Add. It is
+// safe for concurrent use.
 type autoClock struct {
 	*clock.Mock
 	mu     sync.Mutex
 	slept  []time.Duration
+	waited time.Duration
 	origin time.Time
 }
+
+var realClock = clock.New()
 
 func newAutoClock() *autoClock {
 	m := clock.NewMock()
@@ -24,13 +29,23 @@ func newAutoClock() *autoClock {
 	return &autoClock{Mock: m, origin: start}
 }
 
-// Timer moves the clock forward by d and returns a timer that has fired.
+// Now is the mock's time plus every wait so far.
+func (c *autoClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Mock.Now().Add(c.waited)
+}
+
+// Since is Now() - t.
+func (c *autoClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Timer moves the clock forward by d and returns a timer that fires at once.
 func (c *autoClock) Timer(d time.Duration) *clock.Timer {
 	c.mu.Lock()
 	c.slept = append(c.slept, d)
+	c.waited += d
 	c.mu.Unlock()
-	c.Mock.Add(d)
-	return c.Mock.Timer(0)
+	return realClock.Timer(0)
 }
 
 // Waits returns the waits started so far.
@@ -40,5 +55,5 @@ func (c *autoClock) Waits() []time.Duration {
 	return append([]time.Duration(nil), c.slept...)
 }
 
-// Elapsed is the mock time since the clock was made.
+// Elapsed is the clock's time since it was made.
 func (c *autoClock) Elapsed() time.Duration { return c.Now().Sub(c.origin) }

@@ -90,7 +90,14 @@ func (rt *roundTrip) do() (*http.Response, error) {
 	if lc := loopOf(parent); lc != nil {
 		return rt.single(lc)
 	}
+	policy := policyOf(parent)
+	if policy != nil {
+		c = rt.applyPolicy(policy)
+	}
 	rt.classifyRequest(func() string { return newKeyInto(&rt.keyBuf, c.http.tokenKeys) })
+	if policy != nil && policy.idempotent {
+		rt.idempotent = true
+	}
 	rt.body = newBodySource(req, c.http.bodyLimit)
 	rt.deadline = c.deadline(parent)
 	rt.Context, rt.cancelLoop = withTotalDeadline(parent, c.clock, rt.deadline)
@@ -124,6 +131,25 @@ func (rt *roundTrip) do() (*http.Response, error) {
 		return nil, newError(rt.Context, n, reason, last.err)
 	}
 	return rt.handBack(), nil
+}
+
+// applyPolicy gives the request the policy its context asks for.
+func (rt *roundTrip) applyPolicy(p *requestPolicy) *config {
+	c := rt.t.cfg // a copy: the Transport's own policy never changes
+	for _, o := range p.opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if p.noRetry {
+		c.maxAttempts = 1
+		c.http.noKeys = true
+	}
+	if p.idempotent {
+		c.http.noKeys = true
+	}
+	rt.c = &c
+	return rt.c
 }
 
 // classifyRequest decides whether the request is idempotent or keyed, adding
