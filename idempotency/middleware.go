@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -193,6 +194,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, tooLarge, err := readBody(r, m.maxRequest)
+	defer putBody(body)
 	switch {
 	case tooLarge:
 		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
@@ -208,6 +210,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Fingerprint: Fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body),
 	}
 	rec := newRecorder(w, m.maxResponse)
+	defer rec.release()
 	var panicVal any
 	panicked := false
 	res, err := m.runner.Do(r.Context(), req, func(ctx context.Context, e *Execution) ([]byte, error) {
@@ -282,7 +285,8 @@ func (rw *recorder) outcome(panicked bool) ([]byte, error) {
 		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeResponseTooBig,
 			"The response was too large to store; the request will not be executed again."), errResponseTooLarge)
 	}
-	return encodeResponse(rw.status, rw.header, rw.body), nil
+	rw.enc = encodeResponse(rw.enc[:0], rw.status, rw.header, rw.body)
+	return rw.enc, nil
 }
 
 // problemResponse encodes a problem response for storing.
@@ -292,10 +296,17 @@ func problemResponse(status int, code, detail string) []byte {
 		"Content-Type":   {"application/problem+json"},
 		"Content-Length": {strconv.Itoa(len(b))},
 	}
-	return encodeResponse(status, h, b)
+	return encodeResponse(nil, status, h, b)
 }
 
-// readBody reads r's body up to limit bytes.
+// bodyPool recycles request body buffers: a handler may not use the request
+// body after it returns (net/http's rule), so the buffer is free again then.
+var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooled is the largest buffer kept in a pool.
+const maxPooled = 64 << 10
+
+// readBody reads r's body up to limit bytes, into a buffer from bodyPool.
 func readBody(r *http.Request, limit int64) (body []byte, tooLarge bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false, nil
@@ -303,11 +314,12 @@ func readBody(r *http.Request, limit int64) (body []byte, tooLarge bool, err err
 	if r.ContentLength > limit {
 		return nil, true, nil
 	}
-	size := 512
-	if r.ContentLength >= 0 {
-		size = int(r.ContentLength) + 1 // room to see EOF without growing
+	buf := (*bodyPool.Get().(*[]byte))[:0]
+	if r.ContentLength >= 0 && int64(cap(buf)) <= r.ContentLength {
+		buf = make([]byte, 0, r.ContentLength+1) // room to see EOF without growing
+	} else if cap(buf) == 0 {
+		buf = make([]byte, 0, 512)
 	}
-	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -315,13 +327,22 @@ func readBody(r *http.Request, limit int64) (body []byte, tooLarge bool, err err
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
+			putBody(buf)
 			return nil, true, nil
 		}
 		if err == io.EOF {
 			return buf, false, nil
 		}
 		if err != nil {
+			putBody(buf)
 			return nil, false, err
 		}
+	}
+}
+
+func putBody(b []byte) {
+	if b != nil && cap(b) <= maxPooled {
+		b = b[:0]
+		bodyPool.Put(&b)
 	}
 }

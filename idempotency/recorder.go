@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // recorder is the ResponseWriter a handler behind the Middleware writes to.
@@ -27,10 +28,31 @@ type recorder struct {
 	overflow    bool // outcome over the limit: body discarded
 	passthrough bool // rejection over the limit: streamed to client
 	body        []byte
+	enc         []byte // the encoded outcome
 }
 
+// recorderPool recycles recorders: a handler may not use its ResponseWriter
+// after it returns, and the stores copy what they are given.
+var recorderPool = sync.Pool{New: func() any { return &recorder{header: make(http.Header)} }}
+
 func newRecorder(client http.ResponseWriter, limit int) *recorder {
-	return &recorder{client: client, limit: limit, header: make(http.Header)}
+	rw := recorderPool.Get().(*recorder)
+	rw.client, rw.limit = client, limit
+	return rw
+}
+
+// release returns rw to the pool, keeping buffers of reasonable size.
+func (rw *recorder) release() {
+	clear(rw.header)
+	body, enc := rw.body[:0], rw.enc[:0]
+	if cap(body) > maxPooled {
+		body = nil
+	}
+	if cap(enc) > maxPooled {
+		enc = nil
+	}
+	*rw = recorder{header: rw.header, body: body, enc: enc}
+	recorderPool.Put(rw)
 }
 
 // Header implements http.ResponseWriter.

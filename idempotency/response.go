@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
-	"sort"
+	"slices"
 )
 
 // responseVersion is the first byte of an encoded response.
@@ -12,13 +12,14 @@ const responseVersion = 1
 
 var errBadResponse = errors.New("idempotency: malformed stored response")
 
-// encodeResponse encodes a response: a version byte, the status as a uvarint,
-// the number of header fields, each field's name and values, then the body;
-// strings and the body are preceded by their length as a uvarint. Header
-// names are sorted, so equal responses encode equally.
-func encodeResponse(status int, header http.Header, body []byte) []byte {
+// encodeResponse appends an encoded response to dst: a version byte, the
+// status as a uvarint, the number of header fields, each field's name and
+// values, then the body; strings and the body are preceded by their length as
+// a uvarint. Header names are sorted, so equal responses encode equally.
+func encodeResponse(dst []byte, status int, header http.Header, body []byte) []byte {
 	size := 16 + len(body)
-	names := make([]string, 0, len(header))
+	var small [16]string
+	names := small[:0]
 	for name, values := range header {
 		names = append(names, name)
 		size += len(name) + 4
@@ -26,8 +27,8 @@ func encodeResponse(status int, header http.Header, body []byte) []byte {
 			size += len(v) + 2
 		}
 	}
-	sort.Strings(names)
-	b := make([]byte, 0, size)
+	slices.Sort(names)
+	b := slices.Grow(dst, size)
 	b = append(b, responseVersion)
 	b = binary.AppendUvarint(b, uint64(status))
 	b = binary.AppendUvarint(b, uint64(len(names)))

@@ -1,0 +1,67 @@
+// Package idempotency is the server half of exactlyonce: it runs a unit of
+// work at most once to completion per (caller, key) and returns the stored
+// outcome to every repeat, so that a client may retry safely.
+//
+// # Core
+//
+// A Runner does the work. Runner.Do claims the key atomically in a Store,
+// runs the Work if the claim is new, stores the outcome and returns it; a
+// repeat gets the stored outcome (Result.Replayed), a concurrent repeat gets
+// an *InProgressError (with a Retry-After hint), and a repeat with another
+// Request.Fingerprint gets ErrFingerprintMismatch. The key is scoped by
+// Request.Caller: two callers never share keys or outcomes. The same core
+// serves a queue consumer (key = message id), an internal job (key = a
+// natural key) and HTTP (Middleware).
+//
+// A claim is a lease (WithLease, default one minute). A Work that runs past
+// its lease, or whose process died, is taken over by the next retry: the
+// record's attempt counter is incremented, and every later write of the old
+// attempt is fenced out by it (ErrLeaseLost), so a paused holder can never
+// overwrite the newer outcome. Keys live for the TTL (WithTTL, default 24
+// hours) from their first claim; then the key is free again.
+//
+// # Recovery points
+//
+// External effects (a charge, an email) go in steps: Execution.Step saves a
+// recovery point, calls out with a downstream idempotency key derived from
+// (caller, key, step) (DownstreamKey: a SHA-256 based UUID), and saves the
+// step's result. A retry that takes over resumes after the last completed
+// step and calls an unfinished one again with the same downstream key, for the
+// downstream service to deduplicate. A Work that fails after a step began
+// keeps the key for the next retry, which resumes at once.
+//
+// # Transactions
+//
+// When the Store is also a TxStore (as the PostgreSQL store is), the Work
+// runs inside the transaction from TxStore.Begin: its context (the handler's
+// request context, behind Middleware) carries it, and the outcome is stored
+// through Tx.Complete, so local writes commit together with the outcome. On an
+// error, a panic, Abort or a lost lease everything rolls back.
+//
+// # HTTP
+//
+// Middleware applies the core to HTTP requests: the key comes from the
+// Idempotency-Key header (a Structured Field string or a plain token, see
+// ParseKey), the caller from a CallerFunc, the fingerprint from the method,
+// path, query and body (Fingerprint). It answers with RFC 9457 problem
+// details: 400 for a missing or malformed key, 413 for a body over the limit,
+// 422 for a key reused with another request, 409 with Retry-After while the
+// first request is in progress. A completed key replays the stored status,
+// header and body byte for byte with "Idempotent-Replayed: true"; 5xx
+// responses are stored and replayed too, once execution began (MarkStarted),
+// while rejections (4xx before the mark) free the key. See Middleware for
+// streaming, hijacking, oversized responses and panics.
+//
+// The file openapi.yaml in this package's directory documents the header,
+// the status codes and the expiry window for clients of a service built on
+// it, as OpenAPI 3.1 components to reference from the service's own
+// description.
+//
+// # Stores
+//
+// MemoryStore keeps records in process memory, for one instance, tests and
+// examples. Package idempotency/pgstore (a module of its own) keeps them in
+// PostgreSQL. Every Store must pass the conformance suite in package
+// idempotency/storetest. StartSweeper removes expired records from any
+// Store periodically.
+package idempotency
