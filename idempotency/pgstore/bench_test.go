@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
@@ -153,6 +155,41 @@ func BenchmarkHTTP(b *testing.B) {
 	})
 	b.Run("first-execution", func(b *testing.B) {
 		parallel(b, rt, func(_ context.Context, i int64) error { return send(idem.URL, fmt.Sprint("hf-", i), 201) })
+	})
+	// Interleaved rounds of both, so that load from elsewhere on the machine
+	// weighs on both sides of the ratio alike.
+	b.Run("ratio", func(b *testing.B) {
+		const perRound = 400
+		var bareTime, idemTime time.Duration
+		round := func(url, prefix string) time.Duration {
+			start := time.Now()
+			var wg sync.WaitGroup
+			next := make(chan int64)
+			for range clients {
+				wg.Go(func() {
+					for i := range next {
+						if err := send(url, fmt.Sprint(prefix, i), 201); err != nil {
+							b.Error(err)
+						}
+					}
+				})
+			}
+			for range perRound {
+				next <- seq.Add(1)
+			}
+			close(next)
+			wg.Wait()
+			return time.Since(start)
+		}
+		for range b.N {
+			bareTime += round(bare.URL, "rb-")
+			idemTime += round(idem.URL, "ri-")
+		}
+		n := float64(b.N * perRound)
+		b.ReportMetric(n/bareTime.Seconds(), "bare-req/s")
+		b.ReportMetric(n/idemTime.Seconds(), "idempotent-req/s")
+		b.ReportMetric(bareTime.Seconds()/idemTime.Seconds(), "ratio")
+		b.ReportMetric(0, "ns/op")
 	})
 	b.Run("replay", func(b *testing.B) {
 		const keys = 64
