@@ -217,7 +217,15 @@ func (r *Runner) execute(ctx context.Context, c Claim, work Work) (res Result, e
 	case werr == nil:
 		if tx != nil {
 			err = tx.Complete(bg, out)
+			if err != nil && !errors.Is(err, ErrLeaseLost) {
+				// Everything rolled back, so the attempt may be retried.
+				// (Had the commit gone through, the record is completed
+				// and abandon's fenced writes change nothing.)
+				r.abandon(bg, e)
+			}
 		} else {
+			// Without a transaction the work's effects stay: the key is
+			// kept until its lease runs out.
 			err = r.store.Complete(bg, f, out)
 		}
 		if err != nil {

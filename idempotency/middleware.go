@@ -1,14 +1,12 @@
 package idempotency
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/textproto"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -193,8 +191,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, CodeCallerUnknown, "The caller could not be identified.", 0)
 		return
 	}
-	body, tooLarge, err := readBody(r, m.maxRequest)
-	defer putBody(body)
+	rec := newRecorder(w, m.maxResponse)
+	defer rec.release()
+	body, tooLarge, err := readBody(r, m.maxRequest, rec.reqBody[:0])
 	switch {
 	case tooLarge:
 		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
@@ -209,28 +208,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Key:         key,
 		Fingerprint: Fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body),
 	}
-	rec := newRecorder(w, m.maxResponse)
-	defer rec.release()
-	var panicVal any
-	panicked := false
-	res, err := m.runner.Do(r.Context(), req, func(ctx context.Context, e *Execution) ([]byte, error) {
-		rec.exec = e
-		r2 := r.WithContext(ctx)
-		if body != nil {
-			r2.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		panicVal, panicked = serve(h.next, rec, r2)
-		return rec.outcome(panicked)
-	})
+	rec.next, rec.req, rec.reqBody = h.next, r, body
+	res, err := m.runner.Do(r.Context(), req, rec.run)
 	h.respond(w, rec, res, err)
-	if panicked {
-		panic(panicVal)
+	if rec.panicked {
+		panic(rec.panicVal)
 	}
 }
 
 // respond writes the response for the result of Runner.Do.
 func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err error) {
-	var inProgress *InProgressError
 	switch {
 	case err == nil && res.Replayed:
 		if werr := writeStored(w, res.Response, true); werr != nil {
@@ -242,9 +229,9 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 		rec.writeTo(w)
 	case errors.Is(err, ErrAborted) && res.Response != nil:
 		_ = writeStored(w, res.Response, false)
-	case errors.As(err, &inProgress):
+	case errors.Is(err, ErrInProgress):
 		writeProblem(w, http.StatusConflict, CodeInProgress,
-			"A request with this "+h.m.header+" is still being processed; retry later.", inProgress.RetryAfter)
+			"A request with this "+h.m.header+" is still being processed; retry later.", retryAfter(err))
 	case errors.Is(err, ErrFingerprintMismatch):
 		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
 			"This "+h.m.header+" was used with a different request.", 0)
@@ -256,16 +243,38 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 	}
 }
 
-// serve runs next, recovering a panic.
-func serve(next http.Handler, w http.ResponseWriter, r *http.Request) (panicVal any, panicked bool) {
-	panicked = true
+// retryAfter returns the hint of an *InProgressError in err.
+func retryAfter(err error) time.Duration {
+	var ip *InProgressError
+	if errors.As(err, &ip) {
+		return ip.RetryAfter
+	}
+	return time.Second
+}
+
+// run is the Work of one request: it serves the request to the handler,
+// recording the response and recovering a panic.
+func (rw *recorder) run(ctx context.Context, e *Execution) ([]byte, error) {
+	rw.exec = e
+	r := rw.req.WithContext(ctx)
+	if rw.reqBody != nil {
+		rw.in.Reset(rw.reqBody)
+		r.Body = &rw.in
+	}
+	rw.serve(r)
+	return rw.outcome(rw.panicked)
+}
+
+// serve runs the handler, recovering a panic.
+func (rw *recorder) serve(r *http.Request) {
+	rw.panicked = true
 	defer func() {
-		if panicked {
-			panicVal = recover()
+		if rw.panicked {
+			rw.panicVal = recover()
 		}
 	}()
-	next.ServeHTTP(w, r)
-	return nil, false
+	rw.next.ServeHTTP(rw, r)
+	rw.panicked = false
 }
 
 // outcome turns the recorded response into a Work result.
@@ -299,22 +308,17 @@ func problemResponse(status int, code, detail string) []byte {
 	return encodeResponse(nil, status, h, b)
 }
 
-// bodyPool recycles request body buffers: a handler may not use the request
-// body after it returns (net/http's rule), so the buffer is free again then.
-var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooled is the largest buffer kept in a pool.
+// maxPooled is the largest buffer kept in a pooled recorder.
 const maxPooled = 64 << 10
 
-// readBody reads r's body up to limit bytes, into a buffer from bodyPool.
-func readBody(r *http.Request, limit int64) (body []byte, tooLarge bool, err error) {
+// readBody reads r's body up to limit bytes, appending to buf.
+func readBody(r *http.Request, limit int64, buf []byte) (body []byte, tooLarge bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false, nil
 	}
 	if r.ContentLength > limit {
 		return nil, true, nil
 	}
-	buf := (*bodyPool.Get().(*[]byte))[:0]
 	if r.ContentLength >= 0 && int64(cap(buf)) <= r.ContentLength {
 		buf = make([]byte, 0, r.ContentLength+1) // room to see EOF without growing
 	} else if cap(buf) == 0 {
@@ -327,22 +331,13 @@ func readBody(r *http.Request, limit int64) (body []byte, tooLarge bool, err err
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
-			putBody(buf)
 			return nil, true, nil
 		}
 		if err == io.EOF {
 			return buf, false, nil
 		}
 		if err != nil {
-			putBody(buf)
 			return nil, false, err
 		}
-	}
-}
-
-func putBody(b []byte) {
-	if b != nil && cap(b) <= maxPooled {
-		b = b[:0]
-		bodyPool.Put(&b)
 	}
 }

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -21,6 +22,14 @@ type recorder struct {
 	client http.ResponseWriter
 	exec   *Execution
 	limit  int
+
+	// The request being served.
+	next     http.Handler
+	req      *http.Request
+	reqBody  []byte
+	in       requestBody
+	panicked bool
+	panicVal any
 
 	header      http.Header
 	status      int // 0 until the header is written
@@ -44,16 +53,23 @@ func newRecorder(client http.ResponseWriter, limit int) *recorder {
 // release returns rw to the pool, keeping buffers of reasonable size.
 func (rw *recorder) release() {
 	clear(rw.header)
-	body, enc := rw.body[:0], rw.enc[:0]
-	if cap(body) > maxPooled {
-		body = nil
-	}
-	if cap(enc) > maxPooled {
-		enc = nil
-	}
-	*rw = recorder{header: rw.header, body: body, enc: enc}
+	*rw = recorder{header: rw.header, body: reuse(rw.body), enc: reuse(rw.enc), reqBody: reuse(rw.reqBody)}
 	recorderPool.Put(rw)
 }
+
+// reuse returns b emptied, or nil when it is too large to keep.
+func reuse(b []byte) []byte {
+	if cap(b) > maxPooled {
+		return nil
+	}
+	return b[:0]
+}
+
+// requestBody is the buffered request body handed to the handler.
+type requestBody struct{ bytes.Reader }
+
+// Close implements io.Closer.
+func (*requestBody) Close() error { return nil }
 
 // Header implements http.ResponseWriter.
 func (rw *recorder) Header() http.Header { return rw.header }
