@@ -46,7 +46,10 @@
 //
 // Enqueue writes a follow-on message in the caller's transaction; a Relay
 // delivers messages at least once, each with a stable id that the receiver
-// uses as its idempotency key. Several relays may run at once.
+// uses as its idempotency key. Several relays may run at once; a relay that
+// dies mid-batch loses nothing, since its transaction dies with it. A message
+// that keeps failing holds back the ones after it, unless Relay.MaxFailures
+// parks it.
 //
 // # Expiry
 //

@@ -271,3 +271,39 @@ func TestRelayConsumerRunsEachMessageOnce(t *testing.T) {
 		assert.Equal(t, 1, runs[id], "message %s", id)
 	}
 }
+
+// With MaxFailures a poison message is parked after that many failures and
+// no longer holds back the messages after it; un-parking delivers it again.
+func TestRelayParksPoisonMessage(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	ctx := context.Background()
+	ids := enqueue(t, s, 3)
+	k := newSink()
+	poison := errors.New("cannot decode")
+	r := &pgstore.Relay{Store: s, MaxFailures: 2, Deliver: func(ctx context.Context, m pgstore.Message) error {
+		if m.ID == ids[1] {
+			return poison
+		}
+		return k.deliver(ctx, m)
+	}}
+	n, err := r.RunOnce(ctx) // delivers ids[0], fails ids[1] once, stops
+	require.ErrorIs(t, err, poison)
+	assert.Equal(t, 1, n)
+	assert.Zero(t, k.count(ids[2]))
+	n, err = r.RunOnce(ctx) // fails ids[1] a second time: parked, ids[2] goes on
+	require.ErrorIs(t, err, poison)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, 1, k.count(ids[2]))
+	n, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the parked message is skipped")
+
+	_, err = s.Pool().Exec(ctx, "UPDATE "+table(schema, "outbox")+" SET parked_at = NULL WHERE id = $1", ids[1])
+	require.NoError(t, err)
+	n, err = (&pgstore.Relay{Store: s, Deliver: k.deliver}).RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []string{ids[0], ids[2], ids[1]}, k.order)
+	assert.Zero(t, pending(t, s, schema))
+}

@@ -97,14 +97,19 @@ WHERE k.caller = d.caller AND k.key = d.key`),
 
 		claimOutbox: r.Replace(`SELECT seq, id::text, topic, payload, created_at, failures
 FROM __SCHEMA__.outbox
-WHERE delivered_at IS NULL
+WHERE delivered_at IS NULL AND parked_at IS NULL
 ORDER BY seq
 LIMIT $1
 FOR UPDATE SKIP LOCKED`),
 
 		markDelivered: r.Replace(`UPDATE __SCHEMA__.outbox SET delivered_at = now() WHERE seq = ANY($1)`),
 
-		markFailed: r.Replace(`UPDATE __SCHEMA__.outbox SET failures = failures + 1, last_error = $2 WHERE seq = $1`),
+		// $3: park the message once its failures reach this (0: never).
+		markFailed: r.Replace(`UPDATE __SCHEMA__.outbox
+SET failures = failures + 1, last_error = $2,
+	parked_at = CASE WHEN $3::int > 0 AND failures + 1 >= $3::int THEN now() END
+WHERE seq = $1
+RETURNING parked_at IS NOT NULL`),
 
 		purge: r.Replace(`DELETE FROM __SCHEMA__.outbox o
 USING (

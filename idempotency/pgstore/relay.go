@@ -29,6 +29,12 @@ type Relay struct {
 	Batch int
 	// Interval is the pause after a short or failed batch (default one second).
 	Interval time.Duration
+	// MaxFailures, when positive, parks a message after that many failed
+	// deliveries: it is set aside (parked_at in the outbox table, with its
+	// last error) so that it no longer holds back the messages after it. Set
+	// parked_at back to NULL to deliver it again. Zero means retry forever,
+	// keeping the order strict.
+	MaxFailures int
 	// OnError, if set, is told of each failed batch; the relay carries on.
 	OnError func(error)
 }
@@ -68,9 +74,11 @@ func (r *Relay) batch() int {
 
 // RunOnce claims one batch of undelivered messages, delivers them in order,
 // and marks the delivered ones, all in one transaction. It stops at the first
-// failed delivery (recording the failure on that message) or when ctx ends,
-// and returns how many messages it delivered. If Deliver panics, the
-// transaction is rolled back and the whole batch will be delivered again.
+// failed delivery (recording the failure on that message; a message parked
+// by MaxFailures is passed over instead) or when ctx ends, and returns how
+// many messages it delivered with the first failure. If Deliver panics, the
+// transaction is rolled back and the whole batch will be delivered again. The
+// transaction stays open while Deliver runs: bound it with ctx.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	tx, err := r.Store.pool.Begin(ctx)
 	if err != nil {
@@ -85,26 +93,30 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	var (
 		delivered []int64
 		failure   error
-		failed    = int64(-1)
 	)
-	for i, m := range batch {
-		if err := ctx.Err(); err != nil {
-			failure = err
-			break
-		}
-		if err := r.Deliver(ctx, m); err != nil {
-			failure = fmt.Errorf("pgstore: relay: deliver %s: %w", m.ID, err)
-			failed = seqs[i]
-			break
-		}
-		delivered = append(delivered, seqs[i])
-	}
-	// Record what happened even when ctx ended, so delivered messages are not
+	// Record what happens even when ctx ends, so delivered messages are not
 	// sent again.
 	end := context.WithoutCancel(ctx)
-	if failed >= 0 {
-		if _, err := tx.Exec(end, r.Store.q.markFailed, failed, failure.Error()); err != nil {
+	for i, m := range batch {
+		if err := ctx.Err(); err != nil {
+			failure = errors.Join(failure, err)
+			break
+		}
+		err := r.Deliver(ctx, m)
+		if err == nil {
+			delivered = append(delivered, seqs[i])
+			continue
+		}
+		err = fmt.Errorf("pgstore: relay: deliver %s: %w", m.ID, err)
+		if failure == nil {
+			failure = err
+		}
+		var parked bool
+		if err := tx.QueryRow(end, r.Store.q.markFailed, seqs[i], err.Error(), r.MaxFailures).Scan(&parked); err != nil {
 			return 0, errors.Join(failure, fmt.Errorf("pgstore: relay: mark failed: %w", err))
+		}
+		if !parked {
+			break // keep the order: the rest waits for this one
 		}
 	}
 	if len(delivered) > 0 {

@@ -48,11 +48,14 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.outbox (
     delivered_at timestamptz,
     -- Failed deliveries so far, and the last failure.
     failures     integer     NOT NULL DEFAULT 0,
-    last_error   text
+    last_error   text,
+    -- Set when a Relay with MaxFailures gave up on the message; it is then
+    -- skipped until parked_at is set back to NULL.
+    parked_at    timestamptz
 );
 
 CREATE INDEX IF NOT EXISTS outbox_pending_idx
-    ON __SCHEMA__.outbox (seq) WHERE delivered_at IS NULL;
+    ON __SCHEMA__.outbox (seq) WHERE delivered_at IS NULL AND parked_at IS NULL;
 
 CREATE INDEX IF NOT EXISTS outbox_delivered_idx
     ON __SCHEMA__.outbox (delivered_at) WHERE delivered_at IS NOT NULL;
