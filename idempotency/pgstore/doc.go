@@ -34,7 +34,14 @@
 // rows in the transaction that stores the response. Tx.Complete sends the
 // fenced update and the COMMIT in one round trip; if the lease was lost the
 // update raises an error, so the COMMIT never runs and the handler's writes
-// roll back with it.
+// roll back with it. The transaction begins lazily, with the execution's
+// first statement in it, so an execution that writes nothing locally costs no
+// BEGIN and no COMMIT.
+//
+// An execution that has used its transaction holds one pool connection for
+// it, and needs a second one for each recovery point it saves meanwhile: size
+// the pool for two connections per concurrent execution that does both, or a
+// full pool can wait on itself.
 //
 // # External effects
 //
