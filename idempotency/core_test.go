@@ -163,3 +163,19 @@ func TestNilStoreIsMemory(t *testing.T) {
 	assert.Equal(t, idempotency.DefaultLease, r.Lease())
 	assert.Equal(t, idempotency.DefaultTTL, r.TTL())
 }
+
+func TestCorruptRecoveryDataIsAnError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, err := e.store.Claim(ctx, idempotency.ClaimRequest{Caller: "consumer", Key: "k", Fingerprint: "fp", Lease: testLease, TTL: testTTL})
+	require.NoError(t, err)
+	f := idempotency.Fence{Caller: "consumer", Key: "k", Attempt: c.Record.Attempt}
+	require.NoError(t, e.store.SaveRecoveryPoint(ctx, f, "done:x", []byte{1, 5, 'x'}, testLease))
+	e.clock.Add(testLease + time.Second)
+	_, err = e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+		t.Error("work ran with unreadable recovery data")
+		return nil, nil
+	})
+	require.ErrorContains(t, err, "recovery data")
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -200,4 +201,23 @@ func TestCorruptStoredResponseIs500(t *testing.T) {
 	problem(t, w, http.StatusInternalServerError)
 	assert.Empty(t, w.Header().Get("X"))
 	assert.Zero(t, h.runs.Load())
+}
+
+func TestNoBodyStatusesAndManyHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var writeErr error
+	h := e.handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 20 {
+			w.Header().Set("X-H"+strconv.Itoa(i), strings.Repeat("v", i))
+		}
+		w.WriteHeader(http.StatusNoContent)
+		_, writeErr = w.Write([]byte("not allowed"))
+	}))
+	first := do(h, "x", withKey("k"))
+	require.ErrorIs(t, writeErr, http.ErrBodyNotAllowed)
+	require.Equal(t, http.StatusNoContent, first.Code)
+	require.Zero(t, first.Body.Len())
+	require.Empty(t, first.Header().Get("Content-Length"))
+	sameResponse(t, first, do(h, "x", withKey("k")))
 }

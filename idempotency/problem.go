@@ -22,16 +22,32 @@ type Problem struct {
 
 // Problem codes.
 const (
-	CodeKeyMissing      = "idempotency_key_missing"
-	CodeKeyInvalid      = "idempotency_key_invalid"
-	CodeKeyMismatch     = "idempotency_key_mismatch"
-	CodeInProgress      = "idempotency_key_in_progress"
-	CodeLeaseLost       = "idempotency_lease_lost"
-	CodeBodyTooLarge    = "request_body_too_large"
-	CodeBodyUnreadable  = "request_body_unreadable"
-	CodeCallerUnknown   = "caller_unknown"
-	CodeStoreFailed     = "idempotency_store_failed"
-	CodeResponseTooBig  = "response_too_large"
+	// CodeKeyMissing (400): a required Idempotency-Key is missing.
+	CodeKeyMissing = "idempotency_key_missing"
+	// CodeKeyInvalid (400): the key is empty, too long, not visible ASCII,
+	// malformed, or sent on several header lines.
+	CodeKeyInvalid = "idempotency_key_invalid"
+	// CodeKeyMismatch (422): the key was used with another request.
+	CodeKeyMismatch = "idempotency_key_mismatch"
+	// CodeInProgress (409): the key's first request is still executing.
+	CodeInProgress = "idempotency_key_in_progress"
+	// CodeLeaseLost (409): this attempt ran past its lease and another took
+	// over; its outcome was discarded.
+	CodeLeaseLost = "idempotency_lease_lost"
+	// CodeBodyTooLarge (413): the body is over the fingerprinting limit.
+	CodeBodyTooLarge = "request_body_too_large"
+	// CodeBodyUnreadable (400): reading the body failed.
+	CodeBodyUnreadable = "request_body_unreadable"
+	// CodeCallerUnknown (401): the CallerFunc failed.
+	CodeCallerUnknown = "caller_unknown"
+	// CodeStoreFailed (503, or 500 for an unreadable stored response): the
+	// store failed.
+	CodeStoreFailed = "idempotency_store_failed"
+	// CodeResponseTooBig (500, stored): the outcome was over the response
+	// limit.
+	CodeResponseTooBig = "response_too_large"
+	// CodeHandlerPanicked (500, stored): the handler panicked after execution
+	// began.
 	CodeHandlerPanicked = "handler_panicked"
 )
 

@@ -93,6 +93,8 @@ func (rw *recorder) Write(p []byte) (int, error) {
 		rw.WriteHeader(http.StatusOK)
 	}
 	switch {
+	case !bodyAllowed(rw.status):
+		return 0, http.ErrBodyNotAllowed
 	case rw.passthrough:
 		return rw.client.Write(p)
 	case rw.overflow:

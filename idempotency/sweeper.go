@@ -27,8 +27,10 @@ type SweeperConfig struct {
 
 // Sweeper defaults.
 const (
+	// DefaultSweepInterval is the time between sweeps.
 	DefaultSweepInterval = time.Minute
-	DefaultSweepBatch    = 1000
+	// DefaultSweepBatch is the limit of each DeleteExpired call.
+	DefaultSweepBatch = 1000
 )
 
 // Sweeper removes expired records from a Store periodically, on a goroutine
