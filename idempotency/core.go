@@ -34,7 +34,15 @@ type Request struct {
 	Key string
 	// Fingerprint identifies the request's content. A repeat of Key with
 	// another Fingerprint gets ErrFingerprintMismatch instead of the outcome.
+	// A versioned fingerprint starts with its version and a colon (as
+	// Fingerprint's "v1:..." does).
 	Fingerprint string
+	// Refingerprint, if set, computes the request's fingerprint with another
+	// algorithm version, reporting false for a version it does not know.
+	// When the key's stored fingerprint has another version than Fingerprint,
+	// Do claims again with Refingerprint's result, so that a change of
+	// algorithm never turns retries of keys stored before it into mismatches.
+	Refingerprint func(version string) (string, bool)
 }
 
 // Work is a unit of work run by Runner.Do at most once per key to completion.
@@ -159,10 +167,19 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	if req.Key == "" {
 		return Result{}, errors.New("idempotency: empty key")
 	}
-	c, err := r.store.Claim(ctx, ClaimRequest{
+	cr := ClaimRequest{
 		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
 		Lease: r.lease, TTL: r.ttl,
-	})
+	}
+	c, err := r.store.Claim(ctx, cr)
+	if err == nil && c.Outcome == ClaimMismatch && req.Refingerprint != nil {
+		if v := fingerprintVersion(c.Record.Fingerprint); v != fingerprintVersion(req.Fingerprint) {
+			if fp, ok := req.Refingerprint(v); ok && fp == c.Record.Fingerprint {
+				cr.Fingerprint = fp
+				c, err = r.store.Claim(ctx, cr)
+			}
+		}
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("idempotency: claim: %w", err)
 	}

@@ -179,3 +179,37 @@ func TestCorruptRecoveryDataIsAnError(t *testing.T) {
 	})
 	require.ErrorContains(t, err, "recovery data")
 }
+
+func TestRefingerprintMatchesOlderVersions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	old := idempotency.Request{Caller: "c", Key: "k", Fingerprint: "v0:abc"}
+	_, err := e.runner.Do(ctx, old, func(context.Context, *idempotency.Execution) ([]byte, error) {
+		return []byte("stored under v0"), nil
+	})
+	require.NoError(t, err)
+
+	var asked []string
+	current := idempotency.Request{Caller: "c", Key: "k", Fingerprint: "v1:def",
+		Refingerprint: func(v string) (string, bool) {
+			asked = append(asked, v)
+			return "v0:abc", v == "v0"
+		}}
+	res, err := e.runner.Do(ctx, current, nil)
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+	assert.Equal(t, "stored under v0", string(res.Response))
+	assert.Equal(t, []string{"v0"}, asked)
+
+	// Another request in the old version still mismatches.
+	current.Refingerprint = func(string) (string, bool) { return "v0:other", true }
+	_, err = e.runner.Do(ctx, current, nil)
+	require.ErrorIs(t, err, idempotency.ErrFingerprintMismatch)
+	// And a mismatch within one version never asks.
+	asked = nil
+	current.Fingerprint = "v0:zzz"
+	_, err = e.runner.Do(ctx, current, nil)
+	require.ErrorIs(t, err, idempotency.ErrFingerprintMismatch)
+	assert.Empty(t, asked)
+}

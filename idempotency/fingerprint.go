@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"net/url"
+	"strings"
 )
 
 // FingerprintVersion prefixes every fingerprint Fingerprint makes, so that a
-// future algorithm can be told apart from this one (and stored keys compared
-// in the version they were made with) instead of turning retries into false
+// future algorithm can be told apart from this one: the Middleware
+// recomputes a request's fingerprint in the version a key was stored with
+// (see Request.Refingerprint) instead of turning retries into false
 // mismatches.
 const FingerprintVersion = "v1"
 
@@ -36,6 +38,25 @@ func Fingerprint(method, path, rawQuery string, body []byte) string {
 	copy(out, FingerprintVersion+":")
 	hex.Encode(out[len(FingerprintVersion)+1:], h.Sum(sum[:0]))
 	return string(out)
+}
+
+// fingerprintWith is Fingerprint in the given algorithm version; false for a
+// version this package does not know.
+func fingerprintWith(version, method, path, rawQuery string, body []byte) (string, bool) {
+	if version != FingerprintVersion {
+		return "", false
+	}
+	return Fingerprint(method, path, rawQuery, body), true
+}
+
+// fingerprintVersion returns the version of a fingerprint: what precedes its
+// first colon ("" for none).
+func fingerprintVersion(fp string) string {
+	v, _, ok := strings.Cut(fp, ":")
+	if !ok {
+		return ""
+	}
+	return v
 }
 
 func canonicalQuery(raw string) string {

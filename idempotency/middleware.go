@@ -208,6 +208,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Key:         key,
 		Fingerprint: Fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body),
 	}
+	req.Refingerprint = rec.refingerprint
 	rec.next, rec.req, rec.reqBody = h.next, r, body
 	res, err := m.runner.Do(r.Context(), req, rec.run)
 	h.respond(w, rec, res, err)
@@ -250,6 +251,12 @@ func retryAfter(err error) time.Duration {
 		return ip.RetryAfter
 	}
 	return time.Second
+}
+
+// refingerprint is the request's Request.Refingerprint.
+func (rw *recorder) refingerprint(version string) (string, bool) {
+	r := rw.req
+	return fingerprintWith(version, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, rw.reqBody)
 }
 
 // run is the Work of one request: it serves the request to the handler,
