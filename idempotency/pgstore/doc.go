@@ -67,5 +67,9 @@
 //
 // WithTimeShift is test support: it adds an offset to the database clock as
 // the store's queries see it, which is how the conformance suite's
-// Harness.Advance moves a store's time.
+// Harness.Advance moves a store's time. The package's own tests run against a
+// real PostgreSQL (13 or later, for gen_random_uuid) named by the environment
+// variable EXACTLYONCE_PG_DSN (default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable), each in a fresh
+// schema of its own.
 package pgstore
