@@ -77,3 +77,18 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 }
 
 func noop() {}
+
+// stopper is a timer that can be stopped.
+type stopper interface{ Stop() bool }
+
+// systemClock is the clock options default to; with it, timers come straight
+// from package time, which saves an allocation per timer.
+var systemClock = clock.New()
+
+// afterFunc calls f after d on clk.
+func afterFunc(clk clock.Clock, d time.Duration, f func()) stopper {
+	if clk == systemClock {
+		return time.AfterFunc(d, f)
+	}
+	return clk.AfterFunc(d, f)
+}

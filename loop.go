@@ -25,6 +25,8 @@ type outcome struct {
 	// hidden counts extra attempts made below the loop (net/http's own
 	// replays), which are counted and charged like the loop's.
 	hidden int
+	// hedges counts hedged attempts, already charged when they were sent.
+	hedges int
 }
 
 func (o outcome) failed() bool { return o.err != nil || o.retry || o.bad }
@@ -48,6 +50,7 @@ func (c *config) run(ctx context.Context, deadline time.Time, discard func(), at
 			n += o.hidden
 			c.chargeHidden(o.hidden)
 		}
+		n += o.hedges
 		if !o.failed() {
 			if c.budget != nil {
 				c.budget.Succeeded()

@@ -39,6 +39,7 @@ type config struct {
 	budgetSet      bool
 	logger         *slog.Logger
 	http           httpConfig
+	adaptive       adaptiveConfig
 }
 
 // retryBudget is the hook point where the loop asks a retry budget before
@@ -57,7 +58,7 @@ func newConfig(opts []Option) config {
 		backoff:       FullJitter(DefaultBackoffBase, DefaultBackoffCap),
 		classifier:    DefaultClassifier,
 		maxRetryAfter: DefaultMaxRetryAfter,
-		clock:         clock.New(),
+		clock:         systemClock,
 		random:        rand.Float64,
 		http:          defaultHTTPConfig(),
 	}
@@ -157,7 +158,7 @@ func WithOnRetry(fn func(Attempt)) Option {
 func WithClock(clk clock.Clock) Option {
 	return func(c *config) {
 		if clk == nil {
-			clk = clock.New()
+			clk = systemClock
 		}
 		c.clock = clk
 	}

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/benbjohnson/clock"
 )
 
 // roundTrip is the state of one logical request through a Transport. It is
@@ -33,8 +31,9 @@ type roundTrip struct {
 	idempotent, keyed bool
 	keyAdded          bool // the key is ours, in a copy of the caller's header
 
-	tracer   *writeTracer // nil when the base cannot replay on its own
-	ownTrace bool         // rt itself answers the trace lookup
+	tracer   *writeTracer     // nil when the base cannot replay on its own
+	estimate *latencyEstimate // the host's latency, when measured
+	ownTrace bool             // rt itself answers the trace lookup
 	reqCtx   context.Context
 
 	resp          *http.Response // the last attempt's response, until discarded
@@ -45,7 +44,7 @@ type roundTrip struct {
 	// attemptTimer ends the current attempt if no response has come in time;
 	// it is stopped when the response arrives, so reading the body is
 	// bounded only by the total deadline.
-	attemptTimer *clock.Timer
+	attemptTimer stopper
 	timedOut     atomic.Bool
 	sent         bool
 
@@ -99,6 +98,9 @@ func (rt *roundTrip) do() (*http.Response, error) {
 		rt.idempotent = true
 	}
 	rt.body = newBodySource(req, c.http.bodyLimit)
+	if c.adaptive.measures() && rt.t.latency != nil {
+		rt.estimate = rt.t.latency.For(req.URL.Host)
+	}
 	rt.deadline = c.deadline(parent)
 	rt.Context, rt.cancelLoop = withTotalDeadline(parent, c.clock, rt.deadline)
 	rt.cancels = rt.Context != parent
@@ -243,12 +245,12 @@ func newWriteTracer() *writeTracer {
 	return w
 }
 
-// hidden returns the writes beyond the first since the last call.
-func (w *writeTracer) hidden() int {
+// hidden returns the writes beyond the legs sent since the last call.
+func (w *writeTracer) hidden(legs int) int {
 	if w == nil {
 		return 0
 	}
-	return max(0, int(w.writes.Swap(0))-1)
+	return max(0, int(w.writes.Swap(0))-legs)
 }
 
 // attempt sends the request once and classifies what came back.
@@ -258,7 +260,13 @@ func (rt *roundTrip) attempt(n int) outcome {
 		return outcome{err: err, stop: ErrBodyNotReplayable}
 	}
 	rt.sent = true
-	resp, err := rt.t.base.RoundTrip(req)
+	var resp *http.Response
+	legs := 1
+	if rt.hedgeable() {
+		resp, err, legs = rt.hedged(req)
+	} else {
+		resp, err = rt.send(req)
+	}
 	if rt.attemptTimer != nil {
 		rt.attemptTimer.Stop()
 		rt.attemptTimer = nil
@@ -266,7 +274,7 @@ func (rt *roundTrip) attempt(n int) outcome {
 			err = &AttemptTimeoutError{Err: err}
 		}
 	}
-	o := outcome{hidden: rt.tracer.hidden()}
+	o := outcome{hidden: rt.tracer.hidden(legs), hedges: legs - 1}
 	if err != nil {
 		rt.cancelAttempt()
 		o.err = err
@@ -288,15 +296,18 @@ func (rt *roundTrip) request(n int) (*http.Request, error) {
 	ctx := rt.reqCtx
 	rt.cancelAttempt = noop
 	if d := rt.attemptTimeout(); d > 0 {
-		rt.cancels = true
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		rt.timedOut.Store(false)
-		rt.attemptTimer = rt.c.clock.AfterFunc(d, func() {
+		rt.attemptTimer = afterFunc(rt.c.clock, d, func() {
 			rt.timedOut.Store(true)
 			cancel()
 		})
 		rt.cancelAttempt = cancel
+		// A context under a cancellable parent must be cancelled to be
+		// released, so the response body will do it; under a parent that
+		// is never cancelled it needs nothing once its timer is stopped.
+		rt.cancels = rt.cancels || rt.Context.Done() != nil
 	}
 	if n == 1 {
 		body, get := rt.body.first()
@@ -324,11 +335,37 @@ func (rt *roundTrip) request(n int) (*http.Request, error) {
 }
 
 // attemptTimeout is the time one attempt may wait for its response.
+// It is the learned timeout with WithAdaptiveTimeout, else the configured
+// one, else DefaultAttemptTimeout when there is no deadline and the base
+// does not bound the wait itself; never beyond the deadline. 0: no timer.
 func (rt *roundTrip) attemptTimeout() time.Duration {
-	if rt.c.attemptTimeout <= 0 {
+	c := rt.c
+	var d time.Duration
+	switch {
+	case c.adaptive.timeout:
+		d = c.adaptive.attemptTimeoutFor(rt.estimate)
+	case c.attemptTimeout > 0:
+		d = c.attemptTimeout
+	case rt.deadline.IsZero() && !rt.t.bounded:
+		d = DefaultAttemptTimeout
+	default:
 		return 0
 	}
-	return attemptTimeout(rt.c.attemptTimeout, rt.deadline, rt.c.clock.Now())
+	return attemptTimeout(d, rt.deadline, c.clock.Now())
+}
+
+// send makes one request of the base transport, timing it for the host's
+// latency estimate when one is kept.
+func (rt *roundTrip) send(req *http.Request) (*http.Response, error) {
+	if rt.estimate == nil {
+		return rt.t.base.RoundTrip(req)
+	}
+	start := rt.c.clock.Now()
+	resp, err := rt.t.base.RoundTrip(req)
+	if err == nil {
+		rt.estimate.Observe(rt.c.clock.Since(start))
+	}
+	return resp, err
 }
 
 // classifyError decides whether a transport error may be retried.

@@ -39,6 +39,11 @@ type Transport struct {
 	// replaysHidden: the base is net/http's Transport, which replays some
 	// failed requests by itself; those attempts are traced and counted.
 	replaysHidden bool
+	// bounded: the base itself bounds the wait for response headers, so
+	// the default attempt timeout needs no timer of ours.
+	bounded bool
+	// latency keeps per-host estimates when adaptive timeouts or hedging are on.
+	latency *latencyByHost
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -49,7 +54,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // transport errors are classified with TransientOnly.
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
-		base = http.DefaultTransport.(*http.Transport).Clone()
+		base = withHeaderTimeout(http.DefaultTransport.(*http.Transport).Clone())
 	}
 	c := newConfig(opts)
 	if !c.budgetSet {
@@ -59,7 +64,11 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		c.classifier = TransientOnly
 	}
 	_, replays := base.(*http.Transport)
-	return &Transport{base: base, cfg: c, replaysHidden: replays}
+	t := &Transport{base: base, cfg: c, replaysHidden: replays, bounded: boundedBase(base)}
+	if c.adaptive.measures() {
+		t.latency = newLatencyByHost(c.adaptive.quantile, c.adaptive.hedgeQuantile)
+	}
+	return t
 }
 
 // NewClient returns an *http.Client whose Transport is NewTransport(nil, opts...).

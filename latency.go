@@ -1,0 +1,163 @@
+package retry
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Latency histogram layout: microseconds, four buckets per power of two
+// (about 19% resolution), from 1 µs to about 19 hours. Fixed size: the
+// estimate's memory never grows with the number of samples.
+const (
+	latencySubBits  = 2
+	latencySub      = 1 << latencySubBits
+	latencyMaxExp   = 36
+	latencyBuckets  = (latencyMaxExp + 1) * latencySub
+	latencyWindow   = 1024 // samples per window; two windows make the estimate
+	latencyRecalc   = 32   // samples between refreshes of the cached quantiles
+	latencyMaxHosts = 256  // hosts tracked apart; more share one estimate
+)
+
+// latencyIndex maps a latency to its bucket.
+func latencyIndex(d time.Duration) int {
+	us := uint64(0)
+	if d > 0 {
+		us = uint64(d / time.Microsecond)
+	}
+	if us < latencySub {
+		return int(us)
+	}
+	exp := bits.Len64(us) - 1 // >= latencySubBits
+	if exp > latencyMaxExp {
+		return latencyBuckets - 1
+	}
+	sub := (us >> uint(exp-latencySubBits)) & (latencySub - 1)
+	return (exp-latencySubBits+1)*latencySub + int(sub)
+}
+
+// latencyUpper is the upper bound of a bucket: every latency in it is below.
+func latencyUpper(i int) time.Duration {
+	if i < latencySub {
+		return time.Duration(i+1) * time.Microsecond
+	}
+	exp := i/latencySub + latencySubBits - 1
+	sub := uint64(i % latencySub)
+	lo := (uint64(latencySub) + sub) << uint(exp-latencySubBits)
+	width := uint64(1) << uint(exp-latencySubBits)
+	return time.Duration(lo+width) * time.Microsecond
+}
+
+// latencyWindowCounts is one window of the histogram.
+type latencyWindowCounts struct {
+	counts [latencyBuckets]atomic.Uint32
+	total  atomic.Uint32
+}
+
+// latencyEstimate keeps recent attempt latencies of one host and answers
+// quantiles of them. Observe takes no lock and allocates nothing: three
+// windows rotate, the estimate reads the current and the previous one, and
+// the third is cleared before it is reused.
+type latencyEstimate struct {
+	windows [3]latencyWindowCounts
+	gen     atomic.Uint64 // the current window is windows[gen%3]
+	seen    atomic.Uint64 // samples ever observed
+	// cached quantiles, refreshed every latencyRecalc samples
+	cachedHigh, cachedHedge atomic.Int64
+	qHigh, qHedge           float64
+}
+
+func newLatencyEstimate(qHigh, qHedge float64) *latencyEstimate {
+	return &latencyEstimate{qHigh: qHigh, qHedge: qHedge}
+}
+
+// Observe records one attempt's latency.
+func (e *latencyEstimate) Observe(d time.Duration) {
+	g := e.gen.Load()
+	w := &e.windows[g%3]
+	w.counts[latencyIndex(d)].Add(1)
+	if w.total.Add(1) == latencyWindow {
+		next := &e.windows[(g+1)%3]
+		for i := range next.counts {
+			next.counts[i].Store(0)
+		}
+		next.total.Store(0)
+		e.gen.CompareAndSwap(g, g+1)
+	}
+	if n := e.seen.Add(1); n%latencyRecalc == 0 || n < latencyRecalc {
+		e.cachedHigh.Store(int64(e.quantile(e.qHigh)))
+		e.cachedHedge.Store(int64(e.quantile(e.qHedge)))
+	}
+}
+
+// Samples is the number of latencies observed so far.
+func (e *latencyEstimate) Samples() uint64 { return e.seen.Load() }
+
+// quantile returns the upper bound of the bucket holding quantile q of the
+// current and previous windows (0 with no samples).
+func (e *latencyEstimate) quantile(q float64) time.Duration {
+	g := e.gen.Load()
+	cur, prev := &e.windows[g%3], &e.windows[(g+2)%3]
+	var sums [latencyBuckets]uint32
+	var total uint64
+	for i := range sums {
+		sums[i] = cur.counts[i].Load()
+		if g > 0 {
+			sums[i] += prev.counts[i].Load()
+		}
+		total += uint64(sums[i])
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(total) + 0.999999)
+	if rank < 1 {
+		rank = 1
+	}
+	var acc uint64
+	for i, c := range sums {
+		acc += uint64(c)
+		if acc >= rank {
+			return latencyUpper(i)
+		}
+	}
+	return latencyUpper(latencyBuckets - 1)
+}
+
+// High returns the cached high quantile (the attempt-timeout basis).
+func (e *latencyEstimate) High() time.Duration { return time.Duration(e.cachedHigh.Load()) }
+
+// HedgeDelay returns the cached hedging quantile.
+func (e *latencyEstimate) HedgeDelay() time.Duration { return time.Duration(e.cachedHedge.Load()) }
+
+// latencyByHost keeps one estimate per host, up to latencyMaxHosts; later
+// hosts share an overflow estimate, so memory stays bounded.
+type latencyByHost struct {
+	hosts         sync.Map // host -> *latencyEstimate
+	count         atomic.Int32
+	overflow      *latencyEstimate
+	qHigh, qHedge float64
+}
+
+func newLatencyByHost(qHigh, qHedge float64) *latencyByHost {
+	return &latencyByHost{overflow: newLatencyEstimate(qHigh, qHedge), qHigh: qHigh, qHedge: qHedge}
+}
+
+// For returns the estimate of host.
+func (l *latencyByHost) For(host string) *latencyEstimate {
+	if e, ok := l.hosts.Load(host); ok {
+		return e.(*latencyEstimate)
+	}
+	if l.count.Load() >= latencyMaxHosts {
+		return l.overflow
+	}
+	e, loaded := l.hosts.LoadOrStore(host, newLatencyEstimate(l.qHigh, l.qHedge))
+	if !loaded {
+		if l.count.Add(1) > latencyMaxHosts {
+			l.hosts.Delete(host)
+			return l.overflow
+		}
+	}
+	return e.(*latencyEstimate)
+}

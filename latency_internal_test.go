@@ -1,0 +1,108 @@
+package retry
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLatencyBucketsCoverEveryLatency(t *testing.T) {
+	prev := time.Duration(0)
+	for i := range latencyBuckets - 1 {
+		up := latencyUpper(i)
+		require.Greater(t, up, prev, "bucket %d", i)
+		prev = up
+	}
+	for _, d := range []time.Duration{-time.Second, 0, time.Microsecond, 3 * time.Microsecond, 5 * time.Millisecond,
+		time.Second, time.Hour, 1 << 62} {
+		i := latencyIndex(d)
+		require.GreaterOrEqual(t, i, 0)
+		require.Less(t, i, latencyBuckets)
+		if d > 0 && d < time.Hour {
+			assert.Less(t, d, latencyUpper(i), "%v is below its bucket's upper bound", d)
+			assert.LessOrEqual(t, float64(latencyUpper(i)), float64(d)*1.26+float64(time.Microsecond), "%v: bucket within 25%%", d)
+		}
+	}
+}
+
+func TestLatencyQuantiles(t *testing.T) {
+	e := newLatencyEstimate(0.999, 0.5)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		e.Observe(time.Duration(1+rng.IntN(10)) * time.Millisecond)
+	}
+	assert.InDelta(t, float64(10*time.Millisecond), float64(e.High()), float64(2*time.Millisecond))
+	assert.InDelta(t, float64(5500*time.Microsecond), float64(e.HedgeDelay()), float64(1500*time.Microsecond))
+	// Recent latencies replace old ones: after two windows of slow samples
+	// the fast ones no longer count.
+	for range 2 * latencyWindow {
+		e.Observe(200 * time.Millisecond)
+	}
+	assert.InDelta(t, float64(200*time.Millisecond), float64(e.HedgeDelay()), float64(40*time.Millisecond))
+}
+
+func TestLatencyEstimateMemoryIsBounded(t *testing.T) {
+	e := newLatencyEstimate(0.999, 0.95)
+	size := unsafe.Sizeof(*e)
+	allocs := testing.AllocsPerRun(1_000_000, func() { e.Observe(3 * time.Millisecond) })
+	assert.Zero(t, allocs, "Observe allocates nothing")
+	assert.Equal(t, uint64(1_000_001), e.Samples())
+	assert.Equal(t, size, unsafe.Sizeof(*e), "fixed-size histogram")
+	assert.Less(t, size, uintptr(4096))
+
+	hosts := newLatencyByHost(0.999, 0.95)
+	for i := range 10 * latencyMaxHosts {
+		hosts.For(string(rune('a'+i%26)) + time.Duration(i).String())
+	}
+	assert.LessOrEqual(t, hosts.count.Load(), int32(latencyMaxHosts), "hosts beyond the limit share one estimate")
+}
+
+func TestNilBaseHasAFiniteHeaderTimeout(t *testing.T) {
+	tr := NewTransport(nil)
+	base := tr.base.(*http.Transport)
+	assert.Equal(t, DefaultAttemptTimeout, base.ResponseHeaderTimeout)
+	assert.True(t, tr.bounded)
+}
+
+func TestOnlySafeRequestsAreHedged(t *testing.T) {
+	tr := NewTransport(nil, WithHedging(Hedging{}), WithoutIdempotencyKeys())
+	hedgeable := func(method string, body bool) bool {
+		req, _ := http.NewRequest(method, "http://h.test/", nil)
+		if body {
+			req, _ = http.NewRequest(method, "http://h.test/", http.NoBody)
+		}
+		rt := newRoundTrip(tr, req)
+		rt.classifyRequest(func() string { return "k" })
+		rt.body = newBodySource(req, DefaultBodyBufferLimit)
+		return rt.hedgeable()
+	}
+	assert.True(t, hedgeable("GET", false))
+	assert.True(t, hedgeable("PUT", true))
+	assert.False(t, hedgeable("POST", true), "a POST without a key is never hedged")
+	assert.False(t, hedgeable("PATCH", false))
+}
+
+func BenchmarkLatencyObserve(b *testing.B) {
+	e := newLatencyEstimate(0.999, 0.95)
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			e.Observe(time.Duration(i%5000) * time.Microsecond)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				e.Observe(time.Duration(i%5000) * time.Microsecond)
+				i++
+			}
+		})
+	})
+}
