@@ -69,11 +69,22 @@ type Cost struct {
 	BytesPerOp  int64
 }
 
+// costRuns is how many times MeasureCost runs a benchmark; it keeps the
+// fastest, the one least disturbed by other work on the machine.
+const costRuns = 3
+
 // MeasureCost runs CostBenchmark with testing.Benchmark.
 func MeasureCost(lib Library, method string) Cost {
-	r := testing.Benchmark(CostBenchmark(lib, method))
-	if r.N == 0 {
-		return Cost{}
+	var best Cost
+	for range costRuns {
+		r := testing.Benchmark(CostBenchmark(lib, method))
+		if r.N == 0 {
+			continue
+		}
+		c := Cost{NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N), AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp()}
+		if best.NsPerOp == 0 || c.NsPerOp < best.NsPerOp {
+			best = c
+		}
 	}
-	return Cost{NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N), AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp()}
+	return best
 }

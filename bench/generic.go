@@ -2,22 +2,29 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 )
 
-// cloneWithBody returns a copy of req for one attempt, with a fresh body from
-// GetBody when there is one.
-func cloneWithBody(req *http.Request) (*http.Request, error) {
-	r := req.Clone(req.Context())
-	if req.Body != nil && req.GetBody != nil {
-		b, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		r.Body = b
+// attemptRequest returns the request for attempt n (from 1): req itself for
+// the first, then a shallow copy with a fresh body from GetBody, as a careful
+// caller of a generic retry library would write it.
+func attemptRequest(req *http.Request, n int) (*http.Request, error) {
+	if n == 1 || req.Body == nil || req.Body == http.NoBody {
+		return req, nil
 	}
+	if req.GetBody == nil {
+		return nil, errors.New("bench: request body cannot be replayed")
+	}
+	b, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	r := new(http.Request)
+	*r = *req
+	r.Body = b
 	return r, nil
 }
 
@@ -27,12 +34,12 @@ type StatusError struct{ Code int }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("status %d", e.Code) }
 
-// attemptOnce is one attempt of a generic retry library's HTTP wrapper,
+// attemptOnce is attempt n of a generic retry library's HTTP wrapper,
 // written the way their documentation shows an operation: an error or a
 // retryable status is an error (the response closed, not drained);
 // anything else is the result.
-func attemptOnce(c *http.Client, req *http.Request) (*http.Response, error) {
-	r, err := cloneWithBody(req)
+func attemptOnce(c *http.Client, req *http.Request, n int) (*http.Response, error) {
+	r, err := attemptRequest(req, n)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,9 @@ func (c cenkaltiClient) Do(req *http.Request) (*http.Response, error) {
 		b.MaxInterval = PolicyCap
 		opts = append(opts, backoff.WithBackOff(b), backoff.WithMaxTries(PolicyAttempts))
 	}
+	n := 0
 	return backoff.Retry(req.Context(), func() (*http.Response, error) {
-		return attemptOnce(c.c, req)
+		n++
+		return attemptOnce(c.c, req, n)
 	}, opts...)
 }

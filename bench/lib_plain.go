@@ -31,7 +31,7 @@ func (n naiveClient) Do(req *http.Request) (*http.Response, error) {
 		if a > 1 && !sleepCtx(req.Context(), naiveWait) {
 			return nil, req.Context().Err()
 		}
-		r, rerr := cloneWithBody(req)
+		r, rerr := attemptRequest(req, a)
 		if rerr != nil {
 			return nil, rerr
 		}

@@ -22,7 +22,9 @@ func (c retryGoClient) Do(req *http.Request) (*http.Response, error) {
 		opts = append(opts, retrygo.Attempts(PolicyAttempts), retrygo.Delay(PolicyBase),
 			retrygo.MaxDelay(PolicyCap), retrygo.DelayType(retrygo.FullJitterBackoffDelay))
 	}
+	n := 0
 	return retrygo.DoWithData(func() (*http.Response, error) {
-		return attemptOnce(c.c, req)
+		n++
+		return attemptOnce(c.c, req, n)
 	}, opts...)
 }

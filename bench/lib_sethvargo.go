@@ -18,8 +18,10 @@ type sethvargoClient struct{ c *http.Client }
 func (c sethvargoClient) Do(req *http.Request) (*http.Response, error) {
 	b := goretry.WithMaxRetries(PolicyAttempts-1,
 		goretry.WithCappedDuration(PolicyCap, goretry.WithFullJitter(goretry.NewExponential(PolicyBase))))
+	n := 0
 	return goretry.DoValue(req.Context(), b, func(context.Context) (*http.Response, error) {
-		resp, err := attemptOnce(c.c, req)
+		n++
+		resp, err := attemptOnce(c.c, req, n)
 		if err != nil {
 			return nil, goretry.RetryableError(err)
 		}

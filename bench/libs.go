@@ -49,6 +49,9 @@ type Library struct {
 	HasDefaults bool
 	// Retries is false for a client that never retries (the plain client).
 	Retries bool
+	// QuickDefaults is true when the default policy gives up within a few
+	// seconds under a total outage, so nesting it three deep stays quick.
+	QuickDefaults bool
 	// Idiomatic is true when the HTTP wrapper is ours, written as the
 	// library's documentation shows for a generic operation: it closes a
 	// failed response without draining it and does not parse Retry-After.
@@ -64,11 +67,11 @@ type Library struct {
 // plain client, the naive loop and the peers.
 func Libraries() []Library {
 	return []Library{
-		{Name: "exactlyonce", HasDefaults: true, Retries: true, New: newOurs, Middleware: retry.PushbackMiddleware},
-		{Name: "plain http.Client", HasDefaults: true, New: newPlain},
-		{Name: "naive loop", HasDefaults: true, Retries: true, New: newNaive},
+		{Name: "exactlyonce", HasDefaults: true, Retries: true, QuickDefaults: true, New: newOurs, Middleware: retry.PushbackMiddleware},
+		{Name: "plain http.Client", HasDefaults: true, QuickDefaults: true, New: newPlain},
+		{Name: "naive loop", HasDefaults: true, Retries: true, QuickDefaults: true, New: newNaive},
 		{Name: "go-retryablehttp", HasDefaults: true, Retries: true, New: newRetryableHTTP},
-		{Name: "failsafe-go http", HasDefaults: true, Retries: true, New: newFailsafe},
+		{Name: "failsafe-go http", HasDefaults: true, Retries: true, QuickDefaults: true, New: newFailsafe},
 		{Name: "cenkalti/backoff v5", HasDefaults: true, Retries: true, Idiomatic: true, New: newCenkalti},
 		{Name: "avast/retry-go", HasDefaults: true, Retries: true, Idiomatic: true, New: newRetryGo},
 		{Name: "sethvargo/go-retry", Retries: true, Idiomatic: true, New: newSethvargo},

@@ -2,122 +2,144 @@ package bench
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
-// Smoke tests: every scenario, every library, small numbers, no timing
-// assertions. They check that the harness counts what it should and that our
-// client keeps its promises.
+// Smoke tests: one run of every scenario on every library with small
+// numbers, shared by the tests below. They check that the harness counts
+// what it should and that our client keeps its promises; no timing
+// assertions beyond the scenarios' own coarse verdicts.
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+var (
+	quickOnce sync.Once
+	quick     Results
+)
+
+func quickResults(t *testing.T) Results {
+	t.Helper()
+	quickOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		quick = Run(ctx, QuickSettings(), io.Discard)
+	})
+	if len(quick.Libs) != len(Libraries()) {
+		t.Fatalf("quick run has %d libraries, want %d", len(quick.Libs), len(Libraries()))
+	}
+	return quick
 }
+
+func isOurs(l Library) bool { return l.Name == "exactlyonce" }
 
 func TestOutagePolicy(t *testing.T) {
-	t.Parallel()
-	for _, lib := range Libraries() {
-		t.Run(lib.Name, func(t *testing.T) {
-			t.Parallel()
-			r := Outage(testCtx(t), lib, OutageConfig{Policy: Comparable, Callers: 2, Requests: 2, Window: 30 * time.Second, RequestTimeout: 10 * time.Second})
-			if r.Requests != 4 || r.Cut != 0 {
-				t.Fatalf("%+v: want 4 completed requests", r)
+	res := quickResults(t)
+	s := res.Settings
+	for _, r := range res.Libs {
+		if r.PolicySeq.Requests != s.PolicyRequests || r.PolicyConc.Requests != s.Callers*s.CallerRequests {
+			t.Errorf("%s: %+v, %+v: not every request completed", r.Library.Name, r.PolicySeq, r.PolicyConc)
+			continue
+		}
+		want := float64(PolicyAttempts)
+		if !r.Library.Retries {
+			want = 1
+		}
+		// The quick run is too short to empty our budget: 4 attempts too.
+		for _, o := range []OutageResult{r.PolicySeq, r.PolicyConc} {
+			if o.PerRequest() != want {
+				t.Errorf("%s: %+v: %.2f attempts per request, want %v", r.Library.Name, o, o.PerRequest(), want)
 			}
-			want := float64(PolicyAttempts)
-			if !lib.Retries {
-				want = 1
-			}
-			if r.PerRequest() != want {
-				t.Errorf("%+v: %.2f attempts per request, want %v", r, r.PerRequest(), want)
-			}
-		})
+		}
 	}
 }
 
-func TestNestedPolicy(t *testing.T) {
-	t.Parallel()
-	for _, lib := range Libraries() {
-		t.Run(lib.Name, func(t *testing.T) {
-			t.Parallel()
-			r := Nested(testCtx(t), lib, NestedConfig{Policy: Comparable, Requests: 1, Callers: 1, RequestTimeout: 30 * time.Second})
-			want := PolicyAttempts * PolicyAttempts * PolicyAttempts
-			switch {
-			case lib.Name == "exactlyonce":
-				want = PolicyAttempts // one layer retries; pushback stops the others
-			case !lib.Retries:
-				want = 1
+func TestOutageDefaultsCounts(t *testing.T) {
+	res := quickResults(t)
+	for _, r := range res.Libs {
+		if !r.Library.HasDefaults {
+			continue
+		}
+		for _, o := range []OutageResult{r.DefaultsSeq, r.DefaultsConc} {
+			if o.Requests > 0 && o.PerRequest() < 1 {
+				t.Errorf("%s: %+v: fewer attempts than requests", r.Library.Name, o)
 			}
-			if r.Requests != 1 || r.Innermost != want {
-				t.Errorf("%+v: %d innermost attempts, want %d", r, r.Innermost, want)
-			}
-		})
+		}
+		if isOurs(r.Library) && r.DefaultsConc.Requests == 0 {
+			t.Errorf("ours: %+v: no request completed within the window", r.DefaultsConc)
+		}
 	}
 }
 
-func TestSemantics(t *testing.T) {
-	t.Parallel()
-	for _, lib := range Libraries() {
-		t.Run(lib.Name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testCtx(t)
-			rp := BodyReplay(ctx, lib, 1)
-			wantAttempts := 2
-			if !lib.Retries {
-				wantAttempts = 1
-			}
-			if rp.Attempts != wantAttempts {
-				t.Errorf("body replay: %+v, want %d attempts", rp, wantAttempts)
-			}
-			if lib.Retries && !rp.Intact {
-				t.Errorf("body replay: %+v, body not intact", rp)
-			}
-			if ours := lib.Name == "exactlyonce"; rp.KeySent != ours || rp.AnyKey != ours {
-				t.Errorf("body replay: %+v, key sent %v, want %v", rp, rp.KeySent, ours)
-			}
-			cr := ConnReuse(ctx, lib, 3)
-			if cr.Conns < 1 || cr.Attempts != 3*wantAttempts {
-				t.Errorf("conn reuse: %+v", cr)
-			}
-			if lib.Name == "exactlyonce" && cr.Conns != 1 {
-				t.Errorf("conn reuse: %+v, want one connection", cr)
-			}
-			lr := LongRetryAfter(ctx, lib)
-			if lib.Name == "exactlyonce" && (lr.Attempts != 1 || lr.LongVerdict() != "returns at once") {
-				t.Errorf("long Retry-After: %+v (%s)", lr, lr.LongVerdict())
-			}
-		})
+func TestNested(t *testing.T) {
+	res := quickResults(t)
+	for _, r := range res.Libs {
+		want := PolicyAttempts * PolicyAttempts * PolicyAttempts
+		switch {
+		case isOurs(r.Library):
+			want = PolicyAttempts // one layer retries; pushback stops the others
+		case !r.Library.Retries:
+			want = 1
+		}
+		if r.NestedPolicy.Requests != 1 || r.NestedPolicy.Innermost != want {
+			t.Errorf("%s: %+v: want %d innermost attempts", r.Library.Name, r.NestedPolicy, want)
+		}
+		if isOurs(r.Library) && r.NestedDefaults.Innermost != retry.DefaultMaxAttempts {
+			t.Errorf("ours, defaults: %+v: want %d innermost attempts", r.NestedDefaults, retry.DefaultMaxAttempts)
+		}
+	}
+}
+
+func TestReplayKeysReuse(t *testing.T) {
+	res := quickResults(t)
+	for _, r := range res.Libs {
+		if !r.Library.Retries {
+			continue
+		}
+		name := r.Library.Name
+		if r.Replay.Attempts != 2 || !r.Replay.Intact {
+			t.Errorf("%s: body replay %+v: want 2 attempts, body intact", name, r.Replay)
+		}
+		if ours := isOurs(r.Library); r.Replay.KeySent != ours || r.Replay.AnyKey != ours {
+			t.Errorf("%s: body replay %+v: key sent, want %v", name, r.Replay, ours)
+		}
+		if r.Reuse.Attempts != 2*r.Reuse.Requests || r.Reuse.Conns < 1 {
+			t.Errorf("%s: reuse %+v", name, r.Reuse)
+		}
+		if isOurs(r.Library) && r.Reuse.Conns != 1 {
+			t.Errorf("ours: reuse %+v: want one connection", r.Reuse)
+		}
 	}
 }
 
 func TestRetryAfterOurs(t *testing.T) {
-	t.Parallel()
-	lib, _ := LibraryNamed("exactlyonce")
-	for name, value := range map[string]func() string{"seconds": RetryAfterSeconds, "date": RetryAfterDate} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			r := RetryAfter(testCtx(t), lib, value, 10*time.Second)
-			if !r.Honoured() {
-				t.Errorf("%+v: Retry-After not honoured", r)
-			}
-		})
+	res := quickResults(t)
+	r := res.Libs[0]
+	if !isOurs(r.Library) {
+		t.Fatalf("first library is %s", r.Library.Name)
+	}
+	if !r.RASeconds.Honoured() || !r.RADate.Honoured() {
+		t.Errorf("Retry-After not honoured: seconds %+v, date %+v", r.RASeconds, r.RADate)
+	}
+	if v := r.RALong.LongVerdict(); v != "returns at once" || r.RALong.Attempts != 1 {
+		t.Errorf("Retry-After 3600 with 2 s left: %+v, %s", r.RALong, v)
 	}
 }
 
-func TestStormSmall(t *testing.T) {
-	t.Parallel()
-	lib, _ := LibraryNamed("exactlyonce")
-	r := Storm(testCtx(t), lib, StormConfig{
-		Policy: Defaults, Rate: 100, Offer: 500 * time.Millisecond, Outage: 200 * time.Millisecond,
-		Window: time.Second, Bucket: 100 * time.Millisecond, RequestTimeout: time.Second, MaxInFlight: 100,
-	})
-	if r.Requests+r.Skipped != 50 || len(r.Attempts) != 10 {
-		t.Fatalf("%+v: want 50 requests in 10 buckets", r)
-	}
-	if r.Total() < r.Requests {
-		t.Errorf("%+v: fewer attempts than requests", r)
+func TestStormCounts(t *testing.T) {
+	res := quickResults(t)
+	st := res.Settings.Storm
+	for _, r := range res.Libs {
+		offered := int(st.Offer.Seconds() * float64(st.Rate))
+		if r.Storm.Requests+r.Storm.Skipped != offered || len(r.Storm.Attempts) != int(st.Window/st.Bucket) {
+			t.Errorf("%s: %+v: want %d requests in %d buckets", r.Library.Name, r.Storm, offered, st.Window/st.Bucket)
+		}
+		if r.Storm.Succeeded > r.Storm.Requests {
+			t.Errorf("%s: %+v: more successes than requests", r.Library.Name, r.Storm)
+		}
 	}
 }
 
@@ -125,7 +147,15 @@ func TestCost(t *testing.T) {
 	t.Parallel()
 	for _, lib := range Libraries() {
 		for _, m := range []string{http.MethodGet, http.MethodPost} {
-			resp, err := lib.New(Defaults, memTransport{}).Do(mustRequest(t, m))
+			var body []byte
+			if m == http.MethodPost {
+				body = costPayload
+			}
+			req, err := newRequest(context.Background(), m, "http://bench.invalid/op", "", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := lib.New(Defaults, memTransport{}).Do(req)
 			if err != nil || resp.StatusCode != http.StatusOK {
 				t.Errorf("%s %s: %v, %v", lib.Name, m, resp, err)
 				continue
@@ -133,17 +163,4 @@ func TestCost(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-}
-
-func mustRequest(t *testing.T, method string) *http.Request {
-	t.Helper()
-	var body []byte
-	if method == http.MethodPost {
-		body = costPayload
-	}
-	req, err := newRequest(context.Background(), method, "http://bench.invalid/op", "", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
 }

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteMarkdown writes the results as Markdown: one table with a column per
+// library, then the settings.
+func WriteMarkdown(w io.Writer, res Results) error {
+	var b strings.Builder
+	s := res.Settings
+	b.WriteString("| scenario |")
+	for _, r := range res.Libs {
+		fmt.Fprintf(&b, " %s |", r.Library.Name)
+	}
+	b.WriteString("\n|---|")
+	for range res.Libs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	row := func(name string, cell func(r LibResult) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, r := range res.Libs {
+			fmt.Fprintf(&b, " %s |", cell(r))
+		}
+		b.WriteString("\n")
+	}
+	row("total outage, attempts per request, defaults, sequential", func(r LibResult) string {
+		return defaultsCell(r, r.DefaultsSeq)
+	})
+	row(fmt.Sprintf("same, %d concurrent callers", s.Callers), func(r LibResult) string {
+		return defaultsCell(r, r.DefaultsConc)
+	})
+	row("same, 4-attempt policy, sequential", func(r LibResult) string { return perRequest(r.PolicySeq.PerRequest()) })
+	row(fmt.Sprintf("same, 4-attempt policy, %d concurrent callers", s.Callers), func(r LibResult) string {
+		return perRequest(r.PolicyConc.PerRequest())
+	})
+	row("3 nested layers, innermost attempts per top-level request, 4-attempt policy", func(r LibResult) string {
+		return perRequest(r.NestedPolicy.PerRequest())
+	})
+	row("same, defaults", func(r LibResult) string {
+		if !r.Library.QuickDefaults {
+			return "not run (see note)"
+		}
+		return perRequest(r.NestedDefaults.PerRequest())
+	})
+	if s.Cost {
+		plain := plainOf(res)
+		row("library cost, GET: time vs plain client (allocations added)", func(r LibResult) string {
+			return costCell(r.CostGET, plain.CostGET)
+		})
+		row("library cost, POST 1 KiB: time vs plain client (allocations added)", func(r LibResult) string {
+			return costCell(r.CostPOST, plain.CostPOST)
+		})
+	}
+	row("Retry-After: 1 (seconds) honoured", func(r LibResult) string { return retryAfterCell(r, r.RASeconds) })
+	row("Retry-After as an HTTP-date honoured", func(r LibResult) string { return retryAfterCell(r, r.RADate) })
+	row("Retry-After: 3600 with 2 s left", func(r LibResult) string {
+		if !r.Library.Retries {
+			return "n/a"
+		}
+		return r.RALong.LongVerdict()
+	})
+	row("body replay: 1 KiB POST, 503 then 200", func(r LibResult) string {
+		switch {
+		case !r.Library.Retries:
+			return "n/a"
+		case r.Replay.Attempts < 2:
+			return "not retried"
+		case r.Replay.Intact:
+			return "intact"
+		}
+		return "damaged"
+	})
+	row("sends an Idempotency-Key", func(r LibResult) string {
+		switch {
+		case r.Replay.KeySent:
+			return "yes, same on every attempt"
+		case r.Replay.AnyKey:
+			return "yes, but it changes"
+		}
+		return "no"
+	})
+	row(fmt.Sprintf("new TCP connections: %d requests, each a 503 with a 16 KiB body then 200", s.ReuseRequests), func(r LibResult) string {
+		if !r.Library.Retries {
+			return "n/a"
+		}
+		return fmt.Sprintf("%d (%d attempts)", r.Reuse.Conns, r.Reuse.Attempts)
+	})
+	st := s.Storm
+	offeredInOutage := st.Outage.Seconds() * float64(st.Rate)
+	row(fmt.Sprintf("retry storm: attempts per request offered during the %v outage", st.Outage), func(r LibResult) string {
+		return perRequest(float64(r.Storm.OutageAttempts(st.Outage)) / offeredInOutage)
+	})
+	row(fmt.Sprintf("retry storm: peak attempts/s (offered %d/s)", st.Rate), func(r LibResult) string {
+		return fmt.Sprintf("%.0f", r.Storm.Peak())
+	})
+	row("retry storm: requests that succeeded", func(r LibResult) string {
+		return fmt.Sprintf("%d of %d", r.Storm.Succeeded, r.Storm.Requests)
+	})
+	writeNotes(&b, res)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeNotes explains how the figures were made.
+func writeNotes(b *strings.Builder, res Results) {
+	s := res.Settings
+	st := s.Storm
+	fmt.Fprintf(b, `
+How the figures were made (loopback, %s in all):
+
+- **Defaults**: each library as its constructor returns it (loggers off). sethvargo/go-retry has
+  no default backoff, so its defaults are the 4-attempt policy. Outage with defaults: up to %d
+  sequential requests, and %d callers with up to %d requests each, within a %v window and a %v
+  deadline per request; a cell shows attempts per completed request and, in brackets, how many
+  requests completed. A library whose default waits outlast the deadline is cut by it
+  (cenkalti/backoff's default MaxElapsedTime is 15 min; avast/retry-go waits 0.1 s doubling, 10
+  attempts; go-retryablehttp 1 s doubling, 5 attempts).
+- **4-attempt policy**: 4 attempts in all, exponential backoff from %v capped at %v, with each
+  library's own jitter; %d sequential requests, and %d callers with %d requests each.
+- **exactlyonce** keeps its retry budget in every row (it is on by default): 20 tokens, then
+  0.1 token per success and at least 1 retry/s.
+- **Nested**: three services chained, each calling the next with the library under test, using
+  the request's context; the innermost always answers 503. Ours wrap their handlers with
+  retry.PushbackMiddleware. %d top-level requests, %d at a time. With defaults, peers that wait
+  seconds between attempts were not run three deep (one top-level request would take minutes);
+  their product of attempts is 5x5x5 = 125 (go-retryablehttp) and 10x10x10 = 1000
+  (avast/retry-go).
+- **Library cost**: one successful request over an in-memory RoundTripper (no network), with
+  defaults; go test -bench in this module gives the same figures.
+- **Retry-After**: a GET answered 503 with the header, then 200; honoured when the second
+  attempt came at least %v later. 3600 s with 2 s left: "returns at once" hands the 503 back,
+  "sleeps till the deadline" waits out the caller's deadline, "ignores it" retries at once.
+- **cenkalti/backoff, avast/retry-go, sethvargo/go-retry** are generic: their HTTP wrapper here
+  is the operation their documentation shows (an error or a 429/5xx is retried; the failed
+  response is closed, not drained, and Retry-After is not read).
+- **Retry storm**: %d requests/s for %v to a service that answers 503 for the first %v; attempts
+  counted at the service in %v buckets over %v; requests time out after %v; defaults.
+`, res.Took.Round(time.Second),
+		s.DefaultsRequests, s.Callers, s.CallerRequests, s.DefaultsWindow, s.DefaultsRequestTimeout,
+		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests,
+		s.NestedRequests, s.NestedCallers, retryAfterHonoured,
+		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout)
+}
+
+func defaultsCell(r LibResult, o OutageResult) string {
+	if !r.Library.HasDefaults {
+		return "n/a (no defaults)"
+	}
+	return fmt.Sprintf("%s (%d)", perRequest(o.PerRequest()), o.Requests)
+}
+
+func perRequest(v float64) string {
+	return fmt.Sprintf("%.2f", v)
+}
+
+func costCell(c, plain Cost) string {
+	if plain.NsPerOp == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1fx (%+d)", c.NsPerOp/plain.NsPerOp, c.AllocsPerOp-plain.AllocsPerOp)
+}
+
+func retryAfterCell(r LibResult, ra RetryAfterResult) string {
+	switch {
+	case !r.Library.Retries:
+		return "n/a"
+	case ra.Honoured():
+		return fmt.Sprintf("yes (%.1f s)", ra.Gap.Seconds())
+	case ra.Attempts >= 2:
+		return fmt.Sprintf("no (%.2f s)", ra.Gap.Seconds())
+	}
+	return "no retry"
+}
+
+// plainOf returns the plain client's results.
+func plainOf(res Results) LibResult {
+	for _, r := range res.Libs {
+		if !r.Library.Retries {
+			return r
+		}
+	}
+	return LibResult{}
+}

@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Settings sizes every scenario of a Run.
+type Settings struct {
+	Seed uint64
+
+	// Total outage, defaults: every library at once, bounded by a window.
+	DefaultsRequests       int
+	DefaultsWindow         time.Duration
+	DefaultsRequestTimeout time.Duration
+	// Total outage, comparable policy.
+	PolicyRequests       int
+	PolicyRequestTimeout time.Duration
+	// Concurrent callers, and requests per caller, of the concurrent runs.
+	Callers, CallerRequests int
+
+	NestedRequests, NestedCallers int
+	NestedRequestTimeout          time.Duration
+
+	ReuseRequests int
+	Storm         StormConfig
+	// Cost runs the library-cost benchmarks.
+	Cost bool
+}
+
+// DefaultSettings are the sizes of the published results.
+func DefaultSettings() Settings {
+	return Settings{
+		Seed:                   1,
+		DefaultsRequests:       100,
+		DefaultsWindow:         25 * time.Second,
+		DefaultsRequestTimeout: 20 * time.Second,
+		PolicyRequests:         100,
+		PolicyRequestTimeout:   10 * time.Second,
+		Callers:                50,
+		CallerRequests:         10,
+		NestedRequests:         20,
+		NestedCallers:          10,
+		NestedRequestTimeout:   30 * time.Second,
+		ReuseRequests:          10,
+		Storm: StormConfig{
+			Policy: Defaults, Rate: 200, Offer: 8 * time.Second, Outage: 3 * time.Second,
+			Window: 10 * time.Second, Bucket: 250 * time.Millisecond,
+			RequestTimeout: 5 * time.Second, MaxInFlight: 2000,
+		},
+		Cost: true,
+	}
+}
+
+// QuickSettings are small sizes for a smoke run of the whole suite.
+func QuickSettings() Settings {
+	s := DefaultSettings()
+	s.DefaultsRequests, s.DefaultsWindow, s.DefaultsRequestTimeout = 2, time.Second, 500*time.Millisecond
+	s.PolicyRequests, s.Callers, s.CallerRequests = 3, 3, 2
+	s.NestedRequests, s.NestedCallers = 1, 1
+	s.ReuseRequests = 2
+	s.Storm.Rate, s.Storm.Offer, s.Storm.Outage, s.Storm.Window = 50, 200*time.Millisecond, 100*time.Millisecond, 250*time.Millisecond
+	s.Storm.Bucket = 50 * time.Millisecond
+	s.Storm.RequestTimeout = 200 * time.Millisecond
+	s.Cost = false
+	return s
+}
+
+// LibResult is everything measured for one library.
+type LibResult struct {
+	Library Library
+
+	// Outage attempts per request; the defaults are zero for a library
+	// without defaults.
+	DefaultsSeq, DefaultsConc, PolicySeq, PolicyConc OutageResult
+	// Nested layers; NestedDefaults only when Library.QuickDefaults.
+	NestedPolicy, NestedDefaults NestedResult
+
+	CostGET, CostPOST Cost
+
+	RASeconds, RADate, RALong RetryAfterResult
+	Replay                    ReplayResult
+	Reuse                     ReuseResult
+	Storm                     StormResult
+}
+
+// Results is a whole run.
+type Results struct {
+	Settings Settings
+	Libs     []LibResult
+	Took     time.Duration
+}
+
+// Run runs every scenario on every library and logs progress to log.
+func Run(ctx context.Context, s Settings, log io.Writer) Results {
+	start := time.Now()
+	libs := Libraries()
+	rs := make([]LibResult, len(libs))
+	for i, l := range libs {
+		rs[i].Library = l
+	}
+	step := func(name string, f func(r *LibResult)) {
+		t := time.Now()
+		parallel(rs, f)
+		fmt.Fprintf(log, "%-40s %v\n", name, time.Since(t).Round(time.Millisecond))
+	}
+	// Cost first, while nothing else runs.
+	if s.Cost {
+		for i := range rs {
+			t := time.Now()
+			rs[i].CostGET = MeasureCost(rs[i].Library, http.MethodGet)
+			rs[i].CostPOST = MeasureCost(rs[i].Library, http.MethodPost)
+			fmt.Fprintf(log, "%-40s %v\n", "library cost, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+		}
+	}
+	step("total outage, defaults", func(r *LibResult) {
+		if !r.Library.HasDefaults {
+			return
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			r.DefaultsSeq = Outage(ctx, r.Library, OutageConfig{Policy: Defaults, Callers: 1,
+				Requests: s.DefaultsRequests, Window: s.DefaultsWindow, RequestTimeout: s.DefaultsRequestTimeout})
+		})
+		r.DefaultsConc = Outage(ctx, r.Library, OutageConfig{Policy: Defaults, Callers: s.Callers,
+			Requests: s.CallerRequests, Window: s.DefaultsWindow, RequestTimeout: s.DefaultsRequestTimeout})
+		wg.Wait()
+	})
+	step("total outage, 4-attempt policy", func(r *LibResult) {
+		r.PolicySeq = Outage(ctx, r.Library, OutageConfig{Policy: Comparable, Callers: 1,
+			Requests: s.PolicyRequests, Window: time.Minute, RequestTimeout: s.PolicyRequestTimeout})
+		r.PolicyConc = Outage(ctx, r.Library, OutageConfig{Policy: Comparable, Callers: s.Callers,
+			Requests: s.CallerRequests, Window: time.Minute, RequestTimeout: s.PolicyRequestTimeout})
+	})
+	step("three nested layers", func(r *LibResult) {
+		cfg := NestedConfig{Policy: Comparable, Requests: s.NestedRequests, Callers: s.NestedCallers, RequestTimeout: s.NestedRequestTimeout}
+		r.NestedPolicy = Nested(ctx, r.Library, cfg)
+		if r.Library.QuickDefaults {
+			cfg.Policy = Defaults
+			r.NestedDefaults = Nested(ctx, r.Library, cfg)
+		}
+	})
+	step("Retry-After, body replay, keys, reuse", func(r *LibResult) {
+		if !r.Library.Retries {
+			return
+		}
+		// Each has its own server: they run at once.
+		var wg sync.WaitGroup
+		wg.Go(func() { r.RASeconds = RetryAfter(ctx, r.Library, RetryAfterSeconds, 10*time.Second) })
+		wg.Go(func() { r.RADate = RetryAfter(ctx, r.Library, RetryAfterDate, 10*time.Second) })
+		wg.Go(func() { r.RALong = LongRetryAfter(ctx, r.Library) })
+		wg.Go(func() { r.Replay = BodyReplay(ctx, r.Library, s.Seed) })
+		r.Reuse = ConnReuse(ctx, r.Library, s.ReuseRequests)
+		wg.Wait()
+	})
+	for i := range rs {
+		t := time.Now()
+		cfg := s.Storm
+		rs[i].Storm = Storm(ctx, rs[i].Library, cfg)
+		fmt.Fprintf(log, "%-40s %v\n", "retry storm, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+	}
+	return Results{Settings: s, Libs: rs, Took: time.Since(start)}
+}
+
+// parallel calls f on every result at once and waits.
+func parallel(rs []LibResult, f func(r *LibResult)) {
+	var wg sync.WaitGroup
+	for i := range rs {
+		wg.Go(func() { f(&rs[i]) })
+	}
+	wg.Wait()
+}

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// chart geometry, in SVG user units.
+const (
+	chartW, chartH                       = 860, 460
+	padLeft, padRight, padTop, padBottom = 70, 230, 40, 50
+)
+
+// chartColors is one colour per series, in order.
+var chartColors = []string{"#d62728", "#7f7f7f", "#8c564b", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#e377c2"}
+
+// Series is one line of the chart.
+type Series struct {
+	Name string
+	// Points are (x, y) pairs in data units.
+	X, Y []float64
+}
+
+// StormSeries turns the storm results into chart series: attempts per second
+// at the middle of each bucket.
+func StormSeries(res Results) []Series {
+	out := make([]Series, 0, len(res.Libs))
+	for _, r := range res.Libs {
+		s := Series{Name: r.Library.Name}
+		for i := range r.Storm.Attempts {
+			s.X = append(s.X, (time.Duration(i)*r.Storm.Bucket + r.Storm.Bucket/2).Seconds())
+			s.Y = append(s.Y, r.Storm.PerSecond(i))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// WriteStormSVG draws the storm: attempts per second over time, one line per
+// library, the outage shaded.
+func WriteStormSVG(w io.Writer, res Results) error {
+	st := res.Settings.Storm
+	return WriteLineChart(w, LineChart{
+		Title:  fmt.Sprintf("Retry storm: %d requests/s offered, service down for the first %v", st.Rate, st.Outage),
+		XLabel: "time (s)",
+		YLabel: "attempts per second at the service",
+		XMax:   st.Window.Seconds(),
+		Shade:  [2]float64{0, st.Outage.Seconds()},
+		Series: StormSeries(res),
+	})
+}
+
+// LineChart describes a chart: x from 0 to XMax, y from 0 to a rounded-up
+// maximum of the data; Shade is an x interval drawn grey ("outage").
+type LineChart struct {
+	Title, XLabel, YLabel string
+	XMax                  float64
+	Shade                 [2]float64
+	Series                []Series
+}
+
+// WriteLineChart writes c as a standalone SVG document.
+func WriteLineChart(w io.Writer, c LineChart) error {
+	yMax := 0.0
+	for _, s := range c.Series {
+		for _, y := range s.Y {
+			yMax = math.Max(yMax, y)
+		}
+	}
+	yMax, yStep := niceScale(yMax)
+	xMax := c.XMax
+	if xMax <= 0 {
+		xMax = 1
+	}
+	plotW := float64(chartW - padLeft - padRight)
+	plotH := float64(chartH - padTop - padBottom)
+	px := func(x float64) float64 { return padLeft + x/xMax*plotW }
+	py := func(y float64) float64 { return padTop + plotH - y/yMax*plotH }
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		chartW, chartH, chartW, chartH)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", chartW, chartH)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", padLeft, html.EscapeString(c.Title))
+	if c.Shade[1] > c.Shade[0] {
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%.1f" fill="#eeeeee"/>`+"\n",
+			px(c.Shade[0]), padTop, px(c.Shade[1])-px(c.Shade[0]), plotH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666666">outage</text>`+"\n", px(c.Shade[0])+6, padTop+16)
+	}
+	// Grid and y ticks.
+	for y := 0.0; y <= yMax+yStep/2; y += yStep {
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", padLeft, py(y), px(xMax), py(y))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", padLeft-6, py(y)+4, formatTick(y))
+	}
+	// x ticks, one per second (or coarser).
+	xStep := math.Max(1, math.Ceil(xMax/12))
+	for x := 0.0; x <= xMax+1e-9; x += xStep {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", px(x), py(0), px(x), py(0)+5)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px(x), py(0)+18, formatTick(x))
+	}
+	// Axes and labels.
+	fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", padLeft, py(0), px(xMax), py(0))
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%.1f" stroke="black"/>`+"\n", padLeft, padTop, padLeft, py(0))
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(xMax/2), chartH-10, html.EscapeString(c.XLabel))
+	fmt.Fprintf(&b, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`+"\n",
+		padTop+plotH/2, padTop+plotH/2, html.EscapeString(c.YLabel))
+	// Lines and legend.
+	for i, s := range c.Series {
+		color := chartColors[i%len(chartColors)]
+		var pts strings.Builder
+		for j := range s.X {
+			if j > 0 {
+				pts.WriteByte(' ')
+			}
+			fmt.Fprintf(&pts, "%.1f,%.1f", px(s.X[j]), py(s.Y[j]))
+		}
+		width := 1.5
+		if i == 0 {
+			width = 3
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%.1f" points="%s"/>`+"\n", color, width, pts.String())
+		ly := padTop + 10 + 20*i
+		lx := chartW - padRight + 20
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="%.1f"/>`+"\n", lx, ly, lx+24, ly, color, width)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+30, ly+4, html.EscapeString(s.Name))
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// niceScale rounds max up to a multiple of a 1-2-5 step giving about five
+// grid lines, and returns the rounded maximum and the step.
+func niceScale(max float64) (float64, float64) {
+	if !(max > 0) || math.IsInf(max, 0) {
+		return 1, 0.2
+	}
+	raw := max / 5
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	return math.Ceil(max/step) * step, step
+}
+
+// formatTick prints a tick value without needless decimals.
+func formatTick(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%g", math.Round(v*100)/100)
+}
