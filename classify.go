@@ -37,14 +37,12 @@ func TransientOnly(err error) bool {
 // aborted, a broken pipe, an unreachable network or host, an unexpected EOF,
 // or a temporary DNS failure. Messages are never inspected.
 func IsTransient(err error) bool {
-	if err == nil {
+	switch {
+	case err == nil:
 		return false
-	}
-	var timeout *AttemptTimeoutError
-	if errors.As(err, &timeout) {
+	case isAttemptTimeout(err):
 		return true
-	}
-	if IsPermanentFailure(err) {
+	case IsPermanentFailure(err):
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -79,14 +77,12 @@ func IsTransient(err error) bool {
 // Permanent, a TLS certificate or handshake verification failure, a host that
 // DNS says does not exist, or an invalid address.
 func IsPermanentFailure(err error) bool {
-	if err == nil {
+	switch {
+	case err == nil, isAttemptTimeout(err):
+		// An attempt cut off by its own timeout shows context.Canceled
+		// inside, but the request as a whole may well succeed.
 		return false
-	}
-	var timeout *AttemptTimeoutError
-	if errors.As(err, &timeout) {
-		return false
-	}
-	if errors.Is(err, context.Canceled) || IsPermanent(err) {
+	case errors.Is(err, context.Canceled), IsPermanent(err):
 		return true
 	}
 	var (
@@ -110,4 +106,10 @@ func IsPermanentFailure(err error) bool {
 		return dnsErr.IsNotFound
 	}
 	return false
+}
+
+// isAttemptTimeout reports whether err is an attempt cut off by its timeout.
+func isAttemptTimeout(err error) bool {
+	var timeout *AttemptTimeoutError
+	return errors.As(err, &timeout)
 }
