@@ -327,7 +327,7 @@ func TestRelayKilledMidBatch(t *testing.T) {
 	}
 }
 
-// locked reports whether some outbox row is still locked by another session.
+// locked reports whether some outbox row is still locked by another connection.
 func locked(t *testing.T, pool *pgxpool.Pool, schema string) bool {
 	t.Helper()
 	var n int
