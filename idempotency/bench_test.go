@@ -139,4 +139,38 @@ func BenchmarkInProcess(b *testing.B) {
 		run(b, wrapped, func(i int) string { return prefix + strconv.Itoa(i) })
 	})
 	b.Run("replay", func(b *testing.B) { run(b, wrapped, func(int) string { return "replayed" }) })
+	b.Run("interleaved", func(b *testing.B) {
+		prefix := strconv.FormatInt(runs.Add(1), 10) + "-"
+		var spent [3]time.Duration // bare, first, replay
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			for j := range 3 {
+				kind := (i + j) % 3
+				r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(benchBody))
+				h := http.Handler(orderHandler)
+				switch kind {
+				case 1:
+					r.Header.Set("Idempotency-Key", prefix+strconv.Itoa(i))
+					h = wrapped
+				case 2:
+					r.Header.Set("Idempotency-Key", "replayed")
+					h = wrapped
+				}
+				w := httptest.NewRecorder()
+				start := time.Now()
+				h.ServeHTTP(w, r)
+				spent[kind] += time.Since(start)
+				if w.Code != http.StatusCreated {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+			n++
+		}
+		b.ReportMetric(float64(spent[0].Nanoseconds())/float64(n), "bare-ns/req")
+		b.ReportMetric(float64(spent[1].Nanoseconds())/float64(n), "first-ns/req")
+		b.ReportMetric(float64(spent[2].Nanoseconds())/float64(n), "replay-ns/req")
+		b.ReportMetric(float64(spent[1])/float64(spent[0]), "first/bare")
+		b.ReportMetric(float64(spent[2])/float64(spent[0]), "replay/bare")
+		b.ReportMetric(0, "ns/op")
+	})
 }

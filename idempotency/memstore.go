@@ -29,7 +29,6 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	records map[memKey]*memRecord
 	expiry  expiryQueue
-	gen     uint64
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -38,7 +37,6 @@ type memKey struct{ caller, key string }
 
 type memRecord struct {
 	rec Record
-	gen uint64 // identifies this incarnation of the key in the expiry queue
 }
 
 // claimCollect is how many expired records each Claim reclaims at most.
@@ -74,8 +72,7 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 
 	r := s.live(k, now)
 	if r == nil {
-		s.gen++
-		r = &memRecord{gen: s.gen, rec: Record{
+		r = &memRecord{rec: Record{
 			Caller:      req.Caller,
 			Key:         req.Key,
 			Fingerprint: req.Fingerprint,
@@ -86,7 +83,7 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 			ExpiresAt:   now.Add(req.TTL),
 		}}
 		s.records[k] = r
-		heap.Push(&s.expiry, expiryEntry{at: r.rec.ExpiresAt, key: k, gen: r.gen})
+		heap.Push(&s.expiry, expiryEntry{at: r.rec.ExpiresAt.UnixNano(), rec: r})
 		return Claim{Outcome: ClaimCreated, Record: copyRecord(r.rec)}, nil
 	}
 	switch {
@@ -214,15 +211,17 @@ func (s *MemoryStore) fenced(f Fence, now time.Time) (*memRecord, error) {
 // collect removes up to limit (<= 0: all) expired records. s.mu is held.
 func (s *MemoryStore) collect(now time.Time, limit int) int {
 	removed := 0
+	until := now.UnixNano()
 	for s.expiry.Len() > 0 && (limit <= 0 || removed < limit) {
 		e := s.expiry[0]
-		if e.at.After(now) {
+		if e.at > until {
 			break
 		}
 		heap.Pop(&s.expiry)
 		// The entry may describe a record since released or replaced.
-		if r, ok := s.records[e.key]; ok && r.gen == e.gen {
-			delete(s.records, e.key)
+		k := memKey{e.rec.rec.Caller, e.rec.rec.Key}
+		if r, ok := s.records[k]; ok && r == e.rec {
+			delete(s.records, k)
 			removed++
 		}
 	}
@@ -235,18 +234,18 @@ func copyRecord(r Record) Record {
 	return r
 }
 
-// expiryEntry schedules the removal of one incarnation of a key.
+// expiryEntry schedules the removal of one record: one incarnation of a
+// key, which another may have replaced by then.
 type expiryEntry struct {
-	at  time.Time
-	key memKey
-	gen uint64
+	at  int64 // ExpiresAt in Unix nanoseconds
+	rec *memRecord
 }
 
 // expiryQueue is a min-heap of expiryEntry by time.
 type expiryQueue []expiryEntry
 
 func (q expiryQueue) Len() int           { return len(q) }
-func (q expiryQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q expiryQueue) Less(i, j int) bool { return q[i].at < q[j].at }
 func (q expiryQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
 func (q *expiryQueue) Push(x any)        { *q = append(*q, x.(expiryEntry)) }
 func (q *expiryQueue) Pop() any {
