@@ -18,7 +18,7 @@ func writeStored(w http.ResponseWriter, b []byte, replayed bool) error {
 	rest := b[1:]
 	off := func() int { return len(b) - len(rest) }
 	status, ok := cutUvarint(&rest)
-	if !ok || status < 100 || status > 999 {
+	if !ok || status < 200 || status > 999 {
 		return errBadResponse
 	}
 	n, ok := cutUvarint(&rest)
