@@ -14,6 +14,29 @@
 //		})
 //	}
 //
+// The suite checks, each in a subtest with a fresh Harness:
+//
+//   - claims: a new key is created with Attempt 1 and the given lease and
+//     TTL; a live key reports in progress, completed (with the outcome) or
+//     mismatch (another fingerprint) and changes nothing; of many
+//     goroutines claiming one key, or one stale lease, exactly one wins;
+//   - takeover: after the lease the next claim with the same fingerprint
+//     takes over with Attempt+1, a renewed lease, the same ExpiresAt and the
+//     recovery point kept; another fingerprint never takes over; a completed
+//     record never is; SaveRecoveryPoint renews the lease;
+//   - fencing: a stale (or future, or unknown) Fence gets ErrLeaseLost from
+//     SaveRecoveryPoint, Complete and Release and writes nothing; an outcome
+//     is final (a second Complete, a late point or a Release fail);
+//   - Release frees the key; Get returns ErrNotFound for a missing key;
+//   - expiry: after the TTL a key is absent for Get and Claim before any
+//     DeleteExpired; DeleteExpired removes only expired records and honours
+//     its limit;
+//   - tenant isolation: the same key under another caller is independent,
+//     and (caller, key) pairs are not confused by concatenation;
+//   - records are copies, in and out;
+//   - for a TxStore: Tx.Complete commits (with the local writes), a stale
+//     fence rolls everything back, Rollback leaves the record owned.
+//
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a
 // deadline, so a store may treat the instant of expiry either way and may keep
