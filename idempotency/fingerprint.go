@@ -34,10 +34,10 @@ func Fingerprint(method, path, rawQuery string, body []byte) string {
 	field([]byte(canonicalQuery(rawQuery)))
 	field(body)
 	var sum [sha256.Size]byte
-	out := make([]byte, len(FingerprintVersion)+1+hex.EncodedLen(sha256.Size))
-	copy(out, FingerprintVersion+":")
+	var out [len(FingerprintVersion) + 1 + 2*sha256.Size]byte
+	copy(out[:], FingerprintVersion+":")
 	hex.Encode(out[len(FingerprintVersion)+1:], h.Sum(sum[:0]))
-	return string(out)
+	return string(out[:])
 }
 
 // fingerprintWith is Fingerprint in the given algorithm version; false for a

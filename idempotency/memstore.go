@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"errors"
 	"sync"
@@ -83,7 +82,7 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 			ExpiresAt:   now.Add(req.TTL),
 		}}
 		s.records[k] = r
-		heap.Push(&s.expiry, expiryEntry{at: r.rec.ExpiresAt.UnixNano(), rec: r})
+		s.expiry.push(expiryEntry{at: r.rec.ExpiresAt.UnixNano(), rec: r})
 		return Claim{Outcome: ClaimCreated, Record: copyRecord(r.rec)}, nil
 	}
 	switch {
@@ -212,12 +211,12 @@ func (s *MemoryStore) fenced(f Fence, now time.Time) (*memRecord, error) {
 func (s *MemoryStore) collect(now time.Time, limit int) int {
 	removed := 0
 	until := now.UnixNano()
-	for s.expiry.Len() > 0 && (limit <= 0 || removed < limit) {
+	for len(s.expiry) > 0 && (limit <= 0 || removed < limit) {
 		e := s.expiry[0]
 		if e.at > until {
 			break
 		}
-		heap.Pop(&s.expiry)
+		s.expiry.pop()
 		// The entry may describe a record since released or replaced.
 		k := memKey{e.rec.rec.Caller, e.rec.rec.Key}
 		if r, ok := s.records[k]; ok && r == e.rec {
@@ -244,14 +243,39 @@ type expiryEntry struct {
 // expiryQueue is a min-heap of expiryEntry by time.
 type expiryQueue []expiryEntry
 
-func (q expiryQueue) Len() int           { return len(q) }
-func (q expiryQueue) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q expiryQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *expiryQueue) Push(x any)        { *q = append(*q, x.(expiryEntry)) }
-func (q *expiryQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = expiryEntry{}
-	*q = old[:len(old)-1]
-	return e
+func (q *expiryQueue) push(e expiryEntry) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if h[parent].at <= h[i].at {
+			break
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+// pop removes the earliest entry; the queue must not be empty.
+func (q *expiryQueue) pop() {
+	h := *q
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = expiryEntry{}
+	h = h[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h[l].at < h[least].at {
+			least = l
+		}
+		if r < len(h) && h[r].at < h[least].at {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
 }
