@@ -172,13 +172,20 @@ func TestMiddlewareHandlerGetsTransaction(t *testing.T) {
 	h := idempotency.Middleware(idempotency.NewRunner(s, idempotency.WithClock(mock)), idempotency.SingleTenant)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			require.NoError(t, localWrite(r.Context(), r.Header.Get("Idempotency-Key")))
-			if r.Header.Get("Idempotency-Key") == "panic" {
+			switch r.Header.Get("Idempotency-Key") {
+			case "panic":
 				panic("boom")
+			case "reject":
+				w.WriteHeader(http.StatusBadRequest)
+				return
 			}
 			w.WriteHeader(http.StatusCreated)
 		}))
 	require.Equal(t, http.StatusCreated, do(h, "x", withKey("ok")).Code)
 	assert.True(t, s.written("ok"))
+	require.Equal(t, http.StatusBadRequest, do(h, "x", withKey("reject")).Code)
+	assert.False(t, s.written("reject"), "a rejection rolls back local writes")
+	assert.Equal(t, 1, s.Len(), "and frees the key: only \"ok\" is stored")
 	require.Panics(t, func() { do(h, "x", withKey("panic")) })
 	assert.False(t, s.written("panic"), "a panic rolls back local writes")
 	problem(t, do(h, "x", withKey("panic")), http.StatusInternalServerError)
