@@ -69,21 +69,32 @@ type Cost struct {
 	BytesPerOp  int64
 }
 
-// costRuns is how many times MeasureCost runs a benchmark; it keeps the
-// fastest, the one least disturbed by other work on the machine.
-const costRuns = 3
+// costRounds is how many times MeasureCosts runs every benchmark; it keeps
+// the fastest run of each, the one least disturbed by other work on the
+// machine. Rounds interleave the libraries, so a busy spell slows them all
+// rather than one.
+const costRounds = 5
 
-// MeasureCost runs CostBenchmark with testing.Benchmark.
-func MeasureCost(lib Library, method string) Cost {
-	var best Cost
-	for range costRuns {
-		r := testing.Benchmark(CostBenchmark(lib, method))
-		if r.N == 0 {
-			continue
-		}
-		c := Cost{NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N), AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp()}
-		if best.NsPerOp == 0 || c.NsPerOp < best.NsPerOp {
-			best = c
+// MeasureCosts runs CostBenchmark for every library and method with
+// testing.Benchmark, costRounds times over, and returns the fastest run of
+// each, indexed like libs and methods.
+func MeasureCosts(libs []Library, methods []string) [][]Cost {
+	best := make([][]Cost, len(libs))
+	for i := range best {
+		best[i] = make([]Cost, len(methods))
+	}
+	for range costRounds {
+		for i, lib := range libs {
+			for j, m := range methods {
+				r := testing.Benchmark(CostBenchmark(lib, m))
+				if r.N == 0 {
+					continue
+				}
+				c := Cost{NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N), AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp()}
+				if best[i][j].NsPerOp == 0 || c.NsPerOp < best[i][j].NsPerOp {
+					best[i][j] = c
+				}
+			}
 		}
 	}
 	return best

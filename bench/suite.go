@@ -28,6 +28,9 @@ type Settings struct {
 
 	ReuseRequests int
 	Storm         StormConfig
+	// StormPause separates the storms, so that one library's connections
+	// have settled before the next starts.
+	StormPause time.Duration
 	// Cost runs the library-cost benchmarks.
 	Cost bool
 }
@@ -52,7 +55,8 @@ func DefaultSettings() Settings {
 			Window: 10 * time.Second, Bucket: 250 * time.Millisecond,
 			RequestTimeout: 5 * time.Second, MaxInFlight: 2000,
 		},
-		Cost: true,
+		StormPause: 2 * time.Second,
+		Cost:       true,
 	}
 }
 
@@ -66,6 +70,7 @@ func QuickSettings() Settings {
 	s.Storm.Rate, s.Storm.Offer, s.Storm.Outage, s.Storm.Window = 50, 200*time.Millisecond, 100*time.Millisecond, 250*time.Millisecond
 	s.Storm.Bucket = 50 * time.Millisecond
 	s.Storm.RequestTimeout = 200 * time.Millisecond
+	s.StormPause = time.Millisecond
 	s.Cost = false
 	return s
 }
@@ -110,12 +115,12 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 	}
 	// Cost first, while nothing else runs.
 	if s.Cost {
+		t := time.Now()
+		costs := MeasureCosts(libs, []string{http.MethodGet, http.MethodPost})
 		for i := range rs {
-			t := time.Now()
-			rs[i].CostGET = MeasureCost(rs[i].Library, http.MethodGet)
-			rs[i].CostPOST = MeasureCost(rs[i].Library, http.MethodPost)
-			fmt.Fprintf(log, "%-40s %v\n", "library cost, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+			rs[i].CostGET, rs[i].CostPOST = costs[i][0], costs[i][1]
 		}
+		fmt.Fprintf(log, "%-40s %v\n", "library cost", time.Since(t).Round(time.Millisecond))
 	}
 	step("total outage, defaults", func(r *LibResult) {
 		if !r.Library.HasDefaults {
@@ -158,9 +163,11 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 		wg.Wait()
 	})
 	for i := range rs {
+		if i > 0 && !sleepCtx(ctx, s.StormPause) {
+			break
+		}
 		t := time.Now()
-		cfg := s.Storm
-		rs[i].Storm = Storm(ctx, rs[i].Library, cfg)
+		rs[i].Storm = Storm(ctx, rs[i].Library, s.Storm)
 		fmt.Fprintf(log, "%-40s %v\n", "retry storm, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 	}
 	return Results{Settings: s, Libs: rs, Took: time.Since(start)}

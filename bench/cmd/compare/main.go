@@ -5,7 +5,7 @@
 //
 // Usage, from the bench directory:
 //
-//	go run ./cmd/compare [-out results] [-quick] [-benchtime 300ms]
+//	go run ./cmd/compare [-out results] [-quick] [-benchtime 150ms]
 package main
 
 import (
@@ -34,7 +34,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	out := fs.String("out", "results", "directory for results.md and storm.svg")
 	quick := fs.Bool("quick", false, "small sizes, no cost benchmarks (a smoke run of a few seconds)")
-	benchtime := fs.Duration("benchtime", 300*time.Millisecond, "run time of each library-cost benchmark")
+	benchtime := fs.Duration("benchtime", 150*time.Millisecond, "run time of each library-cost benchmark")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
