@@ -101,7 +101,9 @@ type middleware struct {
 //   - the key's first request still running: 409 with Retry-After;
 //   - the key completed: the stored status, header and body byte for byte,
 //     plus "Idempotent-Replayed: true";
-//   - a store failure: 503 with Retry-After.
+//   - the CallerFunc failed: 401;
+//   - a store failure: 503 with Retry-After; a stored response this package
+//     cannot read: 500.
 //
 // What is stored: the handler may call MarkStarted(r.Context()) when
 // execution begins (before it writes the response header). A 4xx written
