@@ -41,6 +41,9 @@ func failFirst(srv **Server, n int, status int, retryAfter func() string, errBod
 // RetryAfterResult tells how a library met one Retry-After.
 type RetryAfterResult struct {
 	Attempts int
+	// Status is the final response's status, 0 when the client returned an
+	// error.
+	Status int
 	// Gap is the time between the first and the second attempt.
 	Gap time.Duration
 	// Took is the time the whole request took.
@@ -65,9 +68,9 @@ func RetryAfter(ctx context.Context, lib Library, value func() string, timeout t
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
 	client := lib.New(Comparable, tr)
-	_, took, err := send(ctx, client, http.MethodGet, srv.URL, "ra", nil, timeout)
+	status, took, err := send(ctx, client, http.MethodGet, srv.URL, "ra", nil, timeout)
 	hits := srv.Hits("ra")
-	res := RetryAfterResult{Attempts: len(hits), Took: took, Err: err}
+	res := RetryAfterResult{Attempts: len(hits), Status: status, Took: took, Err: err}
 	if len(hits) >= 2 {
 		res.Gap = hits[1].At.Sub(hits[0].At)
 	}

@@ -108,8 +108,9 @@ func WriteLineChart(w io.Writer, c LineChart) error {
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(xMax/2), chartH-10, html.EscapeString(c.XLabel))
 	fmt.Fprintf(&b, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`+"\n",
 		padTop+plotH/2, padTop+plotH/2, html.EscapeString(c.YLabel))
-	// Lines and legend.
-	for i, s := range c.Series {
+	// Lines, the first series drawn last so that it is on top, and legend.
+	for i := len(c.Series) - 1; i >= 0; i-- {
+		s := c.Series[i]
 		color := chartColors[i%len(chartColors)]
 		var pts strings.Builder
 		for j := range s.X {
