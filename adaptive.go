@@ -10,7 +10,8 @@ import (
 // no attempt of a Transport is ever unbounded. It covers the wait for the
 // response's headers, not the reading of its body. For a Transport made with
 // a nil base it is the cloned transport's ResponseHeaderTimeout, at no cost
-// per request; for another base it is a timer per attempt.
+// per request; for another base it is a timer per attempt, unless the base
+// bounds its attempts itself (see AttemptBounder).
 const DefaultAttemptTimeout = 30 * time.Second
 
 // AdaptiveTimeout sets each attempt's timeout from the latency the
@@ -142,8 +143,22 @@ func withHeaderTimeout(t *http.Transport) *http.Transport {
 	return t
 }
 
+// AttemptBounder is implemented by a base RoundTripper that bounds every
+// request itself (an in-memory transport, or one with its own timeouts):
+// when BoundsAttempts returns true, the Transport adds no timer of its own
+// for DefaultAttemptTimeout. An *http.Transport counts as bounded when its
+// ResponseHeaderTimeout is set.
+type AttemptBounder interface {
+	BoundsAttempts() bool
+}
+
 // boundedBase reports whether base bounds the wait for headers on its own.
 func boundedBase(base http.RoundTripper) bool {
-	t, ok := base.(*http.Transport)
-	return ok && t.ResponseHeaderTimeout > 0
+	switch b := base.(type) {
+	case *http.Transport:
+		return b.ResponseHeaderTimeout > 0
+	case AttemptBounder:
+		return b.BoundsAttempts()
+	}
+	return false
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // roundTrip is the state of one logical request through a Transport. It is
@@ -229,7 +230,9 @@ func newKeyInto(buf *[38]byte, token bool) string {
 	if !token {
 		b = append(b, '"')
 	}
-	return string(b)
+	// The key lives in buf, which belongs to this round trip and is never
+	// written again: the string can share its bytes instead of copying them.
+	return unsafe.String(&buf[0], len(b))
 }
 
 // writeTracer counts every time the base transport writes the request, its

@@ -19,6 +19,16 @@ type memTransport struct {
 	calls  atomic.Int64
 }
 
+// BoundsAttempts says an in-memory answer never hangs, so the Transport needs
+// no timer for its default attempt timeout.
+func (m *memTransport) BoundsAttempts() bool { return true }
+
+// unboundedMem is memTransport without that promise: the Transport times
+// every attempt itself.
+type unboundedMem struct{ m *memTransport }
+
+func (u unboundedMem) RoundTrip(r *http.Request) (*http.Response, error) { return u.m.RoundTrip(r) }
+
 func (m *memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	m.calls.Add(1)
 	if req.Body != nil {
@@ -40,6 +50,7 @@ func BenchmarkTransportCost(b *testing.B) {
 	}{
 		{"plain", &http.Client{Transport: mem}},
 		{"retry", &http.Client{Transport: retry.NewTransport(mem)}},
+		{"retry-timed", &http.Client{Transport: retry.NewTransport(unboundedMem{mem})}},
 	}
 	for _, method := range []string{"GET", "POST"} {
 		for _, c := range clients {
