@@ -12,6 +12,11 @@ import (
 // without a network: what remains is the cost of the client.
 type memTransport struct{}
 
+// BoundsAttempts tells exactlyonce's Transport (retry.AttemptBounder) that
+// this base needs no timer per attempt: it answers at once, as an
+// http.Transport with a ResponseHeaderTimeout bounds its own waits.
+func (memTransport) BoundsAttempts() bool { return true }
+
 func (memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
 		io.Copy(io.Discard, r.Body)

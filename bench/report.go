@@ -132,10 +132,10 @@ How the figures were made (loopback, %s in all):
   (avast/retry-go).
 - **Library cost**: one successful request over an in-memory RoundTripper (no network), with
   defaults, the fastest of 5 interleaved runs; "go test -bench Cost -benchmem" in this module gives the same
-  figures. The plain client's own cost is %.0f ns (GET) and %.0f ns (POST). Over a RoundTripper
-  of its own and with no deadline on the request, exactlyonce arms its default per-attempt
-  timeout (a timer per attempt); through NewClient() that bound is the cloned transport's
-  ResponseHeaderTimeout and costs nothing per request.
+  figures. The plain client's own cost is %.0f ns (GET) and %.0f ns (POST). The in-memory
+  transport reports that it bounds its own attempts (retry.AttemptBounder), as the transport of
+  NewClient() does through its ResponseHeaderTimeout, so exactlyonce arms no timer per attempt;
+  over a base that does not, with no deadline on the request, it adds one.
 - **Retry-After**: a GET answered 503 with the header, then 200; honoured when the second
   attempt came at least %v later. 3600 s with 2 s left: "returns at once" hands the 503 back,
   "sleeps till the deadline" waits out the caller's deadline, "ignores it" retries at once.
