@@ -282,15 +282,15 @@ func (b *Budget) AllowRetry(now time.Time) bool {
 		return true
 	}
 	s := b.stripe()
-	for {
-		t := b.tokens.Load()
-		if t < budgetUnit {
-			break
-		}
-		if b.tokens.CompareAndSwap(t, t-budgetUnit) {
+	// One atomic add instead of a compare-and-swap loop: under contention it
+	// never retries. A failed take is given back; meanwhile another caller may
+	// see too few tokens and be denied, which can only lower the count.
+	if b.tokens.Load() >= budgetUnit {
+		if b.tokens.Add(-budgetUnit) >= 0 {
 			s.allowed.Add(1)
 			return true
 		}
+		b.tokens.Add(budgetUnit)
 	}
 	if b.floor != nil && b.floor.AllowN(now, 1) {
 		s.allowed.Add(1)
