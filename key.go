@@ -25,9 +25,10 @@ func (c *config) formatKey(key string) string {
 	return `"` + key + `"`
 }
 
-// hasKey reports whether the request already carries a key.
+// hasKey reports whether the request already carries a key. The header name
+// is kept in canonical form, so this is one map lookup.
 func (c *config) hasKey(h http.Header) bool {
-	return len(h.Values(c.http.keyHeader)) > 0
+	return len(h[c.http.keyHeader]) > 0
 }
 
 // withKey returns a copy of h with the key header set to values. The value

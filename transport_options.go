@@ -1,5 +1,7 @@
 package retry
 
+import "net/http"
+
 // Defaults of the Transport.
 const (
 	// DefaultBodyBufferLimit is the largest request body without GetBody that
@@ -39,7 +41,7 @@ func WithIdempotencyKeyHeader(name string) Option {
 		if name == "" {
 			name = DefaultIdempotencyKeyHeader
 		}
-		c.http.keyHeader = name
+		c.http.keyHeader = http.CanonicalHeaderKey(name)
 	}
 }
 
