@@ -170,7 +170,7 @@ func TestCorruptRecoveryDataIsAnError(t *testing.T) {
 	ctx := context.Background()
 	c, err := e.store.Claim(ctx, idempotency.ClaimRequest{Caller: "consumer", Key: "k", Fingerprint: "fp", Lease: testLease, TTL: testTTL})
 	require.NoError(t, err)
-	f := idempotency.Fence{Caller: "consumer", Key: "k", Attempt: c.Record.Attempt}
+	f := c.Record.Fence()
 	require.NoError(t, e.store.SaveRecoveryPoint(ctx, f, "done:x", []byte{1, 5, 'x'}, testLease))
 	e.clock.Add(testLease + time.Second)
 	_, err = e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {

@@ -18,7 +18,11 @@
 // record's attempt counter is incremented, and every later write of the old
 // attempt is fenced out by it (ErrLeaseLost), so a paused holder can never
 // overwrite the newer outcome. Keys live for the TTL (WithTTL, default 24
-// hours) from their first claim; then the key is free again.
+// hours) from their first claim; then the key is free again. A key claimed
+// again after its record was released or expired gets a new record, whose
+// attempts count from 1 again but whose generation is new, and writes are
+// fenced by the generation too: a paused holder of the old record cannot
+// write to the new one either.
 //
 // # Recovery points
 //

@@ -30,7 +30,7 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 	rec := c.Record
 	e := &Execution{
 		r:       r,
-		fence:   Fence{Caller: rec.Caller, Key: rec.Key, Attempt: rec.Attempt},
+		fence:   rec.Fence(),
 		resumed: c.Outcome == ClaimTakenOver,
 		point:   rec.RecoveryPoint,
 		data:    rec.RecoveryData,
@@ -67,8 +67,9 @@ func (e *Execution) Caller() string { return e.fence.Caller }
 // Key returns the idempotency key.
 func (e *Execution) Key() string { return e.fence.Key }
 
-// Attempt returns the fencing counter: 1 for the first execution, more after
-// a takeover of a stale lease.
+// Attempt returns the fencing counter: 1 for the first execution of the
+// record, more after a takeover of a stale lease. (A later record of the same
+// key counts from 1 again; Fence().Generation tells the records apart.)
 func (e *Execution) Attempt() int64 { return e.fence.Attempt }
 
 // Fence returns the fence that conditions this execution's writes, for a Work

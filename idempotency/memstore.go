@@ -14,6 +14,9 @@ import (
 // instance, tests and examples. It is safe for concurrent use. The zero value
 // is not usable; call NewMemoryStore.
 //
+// Generations come from one counter per store, so they are unique across all
+// keys of the store and never reused while it lives.
+//
 // Time comes from the clock given to NewMemoryStore. A record is expired once
 // its ExpiresAt is not after now, and a lease is stale once its LockedUntil is
 // not after now.
@@ -28,6 +31,8 @@ type MemoryStore struct {
 	mu      sync.Mutex
 	records map[memKey]*memRecord
 	expiry  expiryQueue
+	// lastGen is the Generation of the last record created (store-wide).
+	lastGen int64
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -71,12 +76,14 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 
 	r := s.live(k, now)
 	if r == nil {
+		s.lastGen++
 		r = &memRecord{rec: Record{
 			Caller:      req.Caller,
 			Key:         req.Key,
 			Fingerprint: req.Fingerprint,
 			Status:      StatusInProgress,
 			Attempt:     1,
+			Generation:  s.lastGen,
 			LockedUntil: now.Add(req.Lease),
 			CreatedAt:   now,
 			ExpiresAt:   now.Add(req.TTL),
@@ -198,10 +205,11 @@ func (s *MemoryStore) live(k memKey, now time.Time) *memRecord {
 	return r
 }
 
-// fenced returns the in-progress record f owns, or ErrLeaseLost. s.mu is held.
+// fenced returns the in-progress record f owns (same attempt of the same
+// generation), or ErrLeaseLost. s.mu is held.
 func (s *MemoryStore) fenced(f Fence, now time.Time) (*memRecord, error) {
 	r := s.live(memKey{f.Caller, f.Key}, now)
-	if r == nil || r.rec.Attempt != f.Attempt || r.rec.Status != StatusInProgress {
+	if r == nil || r.rec.Generation != f.Generation || r.rec.Attempt != f.Attempt || r.rec.Status != StatusInProgress {
 		return nil, ErrLeaseLost
 	}
 	return r, nil

@@ -194,7 +194,7 @@ func TestCorruptStoredResponseIs500(t *testing.T) {
 	// Another program wrote something this package cannot read.
 	c, err := e.store.Claim(ctx, idempotency.ClaimRequest{Key: "k", Fingerprint: idempotency.Fingerprint("POST", "/orders", "", []byte("x")), Lease: testLease, TTL: testTTL})
 	require.NoError(t, err)
-	f := idempotency.Fence{Key: "k", Attempt: c.Record.Attempt}
+	f := c.Record.Fence()
 	require.NoError(t, e.store.Complete(ctx, f, []byte{1, 200, 1, 5, 'X'}))
 	var h counting
 	w := do(e.handle(&h), "x", withKey("k"))

@@ -35,9 +35,18 @@ type Record struct {
 	Key         string
 	Fingerprint string
 	Status      Status
-	// Attempt is the fencing counter: 1 when first claimed, incremented by every
-	// takeover of a stale lease. Every write after a claim is conditional on it.
-	Attempt     int64
+	// Attempt counts the executions of this record: 1 when created,
+	// incremented by every takeover of a stale lease. Every write after a
+	// claim is conditional on it (and on Generation).
+	Attempt int64
+	// Generation identifies this incarnation of (Caller, Key): a store gives
+	// every record it creates a generation it never gave before to that
+	// (Caller, Key), even after the record is released or expires and the key
+	// is claimed again (a new record starts at Attempt 1 again, so Attempt
+	// alone cannot tell it from the old one). A takeover keeps it. It is
+	// never 0, so a Fence built without it matches nothing; its value has no
+	// other meaning.
+	Generation  int64
 	LockedUntil time.Time
 	// RecoveryPoint names the last recovery point saved ("" before the first).
 	RecoveryPoint string
@@ -65,11 +74,12 @@ type ClaimOutcome int
 
 const (
 	// ClaimCreated: no live record existed; a new in-progress record was created
-	// with Attempt 1. The caller owns the execution.
+	// with Attempt 1 and a new Generation. The caller owns the execution.
 	ClaimCreated ClaimOutcome = iota + 1
 	// ClaimTakenOver: an in-progress record whose lease had expired (and whose
 	// fingerprint matched) was taken over; its Attempt was incremented and its
-	// recovery point kept. The caller owns the execution and resumes it.
+	// Generation and recovery point kept. The caller owns the execution and
+	// resumes it.
 	ClaimTakenOver
 	// ClaimInProgress: another execution holds a live lease. Nothing changed.
 	ClaimInProgress
@@ -85,17 +95,27 @@ type Claim struct {
 	Record  Record
 }
 
-// Fence identifies one execution's ownership of a record. Writes made with a
-// Fence succeed only while the record's Attempt still equals Fence.Attempt.
+// Fence identifies one execution's ownership of a record: Record.Fence of the
+// claimed record. Writes made with a
+// Fence succeed only while the record of (Caller, Key) is the same record
+// (same Generation) and no other execution took it over (same Attempt).
 type Fence struct {
-	Caller  string
-	Key     string
-	Attempt int64
+	Caller     string
+	Key        string
+	Attempt    int64
+	Generation int64
+}
+
+// Fence returns the fence of the execution that claimed r: its Caller, Key,
+// Attempt and Generation.
+func (r Record) Fence() Fence {
+	return Fence{Caller: r.Caller, Key: r.Key, Attempt: r.Attempt, Generation: r.Generation}
 }
 
 // ErrLeaseLost is returned by a fenced write when the record's attempt counter
-// moved on (another execution took over), or the record is gone. The write had
-// no effect; the execution must stop.
+// moved on (another execution took over), or the record is gone (released,
+// expired, or replaced by a new record of the same key). The write had no
+// effect; the execution must stop.
 var ErrLeaseLost = errors.New("idempotency: lease lost to a newer attempt")
 
 // ErrNotFound is returned by Store.Get when no live record exists.
@@ -108,10 +128,14 @@ var ErrNotFound = errors.New("idempotency: record not found")
 // even before DeleteExpired removes them. Times are the store's own clock
 // (the database's for a shared store); callers pass durations, never instants.
 //
-// Fenced writes (SaveRecoveryPoint, Complete, Release) apply only to an
-// in-progress record whose Attempt equals the Fence's: once a record is
-// completed its outcome is final, and a second Complete, a late recovery point
-// or a Release with the same fence get ErrLeaseLost and change nothing.
+// Fenced writes (SaveRecoveryPoint, Complete, Release, and Tx.Complete of a
+// TxStore) apply only to an in-progress record whose Caller, Key, Attempt and
+// Generation all equal the Fence's; otherwise they get ErrLeaseLost and change
+// nothing. Matching the Generation keeps a paused execution from writing into
+// a later record of its key: once its record was released or expired, a new
+// claim creates a record with Attempt 1 again, but never with its Generation.
+// Once a record is completed its outcome is final, and a second Complete, a
+// late recovery point or a Release with the same fence get ErrLeaseLost.
 // A claim's Record and Get's Record are copies: the caller may keep or modify
 // their byte slices, and a store does not keep the slices passed to it.
 type Store interface {

@@ -14,9 +14,9 @@ import (
 // then sees the conflict but the read not yet the row. One re-run sees it.
 const claimTries = 10
 
-// Claim atomically creates the record (Attempt 1), replaces an expired one,
-// takes over a stale in-progress record with the same fingerprint (Attempt+1,
-// recovery point kept), or reports the live record: one statement, one round
+// Claim atomically creates the record (Attempt 1, a new Generation), replaces
+// an expired one (likewise), takes over a stale in-progress record with the
+// same fingerprint (Attempt+1, Generation and recovery point kept), or reports the live record: one statement, one round
 // trip, with lease and expiry computed from the database clock. Reporting a
 // completed or busy record takes no lock and writes nothing.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {

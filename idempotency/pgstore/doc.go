@@ -21,10 +21,12 @@
 // cheap. Otherwise INSERT ... ON CONFLICT DO UPDATE ... WHERE creates the
 // record, replaces an expired one, or takes over a stale in-progress one with
 // the same fingerprint (bumping the attempt counter) under the row lock that
-// ON CONFLICT takes: never a read followed by a separate write. Every later write
-// (SaveRecoveryPoint, Complete, Release) is conditional on the attempt
-// counter: zero rows matched means the lease was lost, and the write returns
-// idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),
+// ON CONFLICT takes: never a read followed by a separate write. A created or
+// replacing row draws a new generation from a sequence; a takeover keeps it.
+// Every later write (SaveRecoveryPoint, Complete, Release) is conditional on
+// the attempt counter and the generation: zero rows matched means the lease
+// was lost (or the row is another incarnation of the key), and the write
+// returns idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),
 // never the clock of the process.
 //
 // # Local effects in the same transaction

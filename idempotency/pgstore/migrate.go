@@ -21,7 +21,14 @@ const DefaultSchema = "exactlyonce"
 // SchemaSQL returns the DDL that Migrate applies for schema, for teams that
 // run migrations with their own tool. Every statement is idempotent.
 func SchemaSQL(schema string) string {
-	return strings.ReplaceAll(schemaSQL, "__SCHEMA__", pgx.Identifier{schema}.Sanitize())
+	ident := pgx.Identifier{schema}.Sanitize()
+	return strings.NewReplacer("__SCHEMA__", ident, "__GENERATION_SEQ__", generationSeq(ident)).Replace(schemaSQL)
+}
+
+// generationSeq is the name of the generation sequence in the schema whose
+// quoted name is ident, as a string literal (for nextval).
+func generationSeq(ident string) string {
+	return "'" + strings.ReplaceAll(ident+".idempotency_generation_seq", "'", "''") + "'"
 }
 
 // Beginner starts a transaction; *pgxpool.Pool and *pgx.Conn implement it.

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,10 +26,81 @@ func TestMigrateConcurrentAndRepeatable(t *testing.T) {
 	wg.Wait()
 }
 
+// A table made before records had generations gets the column, with a
+// distinct generation for every row, and fencing works on the old rows.
+func TestMigrateAddsGenerations(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	ctx := context.Background()
+	var recs []idempotency.Record
+	for _, k := range []string{"a", "b", "c"} {
+		recs = append(recs, mustClaim(t, s, claimReq(k), idempotency.ClaimCreated))
+	}
+	keys := table(schema, "idempotency_keys")
+	_, err := s.Pool().Exec(ctx, "ALTER TABLE "+keys+" DROP COLUMN generation")
+	require.NoError(t, err)
+
+	require.NoError(t, pgstore.Migrate(ctx, s.Pool(), schema))
+	var distinct, null int
+	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT count(DISTINCT generation), count(*) FILTER (WHERE generation IS NULL) FROM "+keys).Scan(&distinct, &null))
+	assert.Equal(t, 3, distinct)
+	assert.Zero(t, null)
+	got, err := s.Get(ctx, "alice", "a")
+	require.NoError(t, err)
+	require.NotZero(t, got.Generation)
+	// The old fence (from before the column existed) no longer holds; the
+	// record's new one does.
+	require.ErrorIs(t, s.Complete(ctx, fenceOf(recs[0]), []byte("x")), idempotency.ErrLeaseLost)
+	require.NoError(t, s.Complete(ctx, fenceOf(got), []byte("ok")))
+	// New records continue the sequence.
+	n := mustClaim(t, s, claimReq("d"), idempotency.ClaimCreated)
+	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT count(*) FROM "+keys+" WHERE generation = $1", n.Generation).Scan(&distinct))
+	assert.Equal(t, 1, distinct)
+}
+
+// Migrating an up-to-date schema takes no lock that would wait for (or
+// block) transactions reading the records.
+func TestMigrateUpToDateDoesNotWaitForReaders(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	ctx := context.Background()
+	reader, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = reader.Rollback(ctx) }()
+	_, err = reader.Exec(ctx, "SELECT count(*) FROM "+table(schema, "idempotency_keys"))
+	require.NoError(t, err)
+
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, pgstore.Migrate(mctx, s.Pool(), schema))
+}
+
+// Any schema name works, quotes and dollar signs included.
+func TestMigrateOddSchemaName(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ctx := context.Background()
+	schema := "pgstore_test_it's \"odd\" $$ " + t.Name()
+	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
+	t.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		assert.NoError(t, err)
+	})
+	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
+	s, err := pgstore.New(pool, pgstore.WithSchema(schema))
+	require.NoError(t, err)
+	r := mustClaim(t, s, claimReq("k"), idempotency.ClaimCreated)
+	require.NotZero(t, r.Generation)
+	require.NoError(t, s.Complete(ctx, fenceOf(r), []byte("ok")))
+	mustClaim(t, s, claimReq("k"), idempotency.ClaimCompleted)
+}
+
 func TestSchemaSQLQuotesTheSchema(t *testing.T) {
 	sql := pgstore.SchemaSQL(`we"ird`)
 	assert.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "we""ird";`)
 	assert.NotContains(t, sql, "__SCHEMA__")
+	assert.NotContains(t, sql, "__GENERATION_SEQ__")
 	assert.True(t, strings.Contains(sql, "PRIMARY KEY (caller, key)"))
 }
 

@@ -3,7 +3,7 @@ package pgstore
 import "strings"
 
 // recordColumns are the columns scanRecord reads, in order.
-const recordColumns = `caller, key, fingerprint, status, attempt, locked_until,
+const recordColumns = `caller, key, fingerprint, status, attempt, generation, locked_until,
 	recovery_point, recovery_data, response, created_at, expires_at`
 
 // queries holds the store's SQL with the schema filled in. In every query the
@@ -18,18 +18,19 @@ type queries struct {
 func at(n string) string { return "(now() + $" + n + "::bigint * interval '1 microsecond')" }
 
 func buildQueries(schema string) queries {
-	r := strings.NewReplacer("__SCHEMA__", schema, "@now6", at("6"), "@now2", at("2"), "@now5", at("5"),
-		"@now4", at("4"), "@now3", at("3"), "@now7", at("7"), "@cols", recordColumns)
+	r := strings.NewReplacer("__SCHEMA__", schema, "__GENERATION_SEQ__", generationSeq(schema), "@now6", at("6"), "@now2", at("2"), "@now5", at("5"),
+		"@now4", at("4"), "@now3", at("3"), "@now8", at("8"), "@cols", recordColumns)
 	return queries{
 		// One statement. cur reads the row as the statement's snapshot sees
 		// it; when it is settled (live, and not a stale in-progress row this
 		// claim may take over) the statement reports it and writes nothing:
 		// no row lock, no transaction id, no WAL flush on the replay path.
-		// Otherwise c inserts; or replaces an expired row; or takes over a
-		// stale in-progress row with the same fingerprint, bumping attempt,
-		// under the row lock ON CONFLICT takes. If c then changes nothing (a
-		// concurrent claim won the row after the snapshot), the statement
-		// returns no row and Claim runs it again.
+		// Otherwise c inserts; or replaces an expired row (attempt 1 and the
+		// new generation the insert drew); or takes over a stale in-progress
+		// row with the same fingerprint, bumping attempt and keeping the
+		// generation, under the row lock ON CONFLICT takes. If c then changes
+		// nothing (a concurrent claim won the row after the snapshot), the
+		// statement returns no row and Claim runs it again.
 		claim: r.Replace(`WITH cur AS (
 	SELECT @cols,
 		expires_at > @now6 AND NOT (status = 1 AND locked_until < @now6 AND fingerprint = $3) AS settled
@@ -37,7 +38,8 @@ func buildQueries(schema string) queries {
 	WHERE caller = $1 AND key = $2
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
-	SELECT $1, $2, $3, 1, 1, n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL,
+	SELECT $1, $2, $3, 1, 1, nextval(__GENERATION_SEQ__),
+		n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL,
 		n.t, n.t + $5::bigint * interval '1 microsecond'
 	FROM (SELECT @now6 AS t) n
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
@@ -45,6 +47,7 @@ func buildQueries(schema string) queries {
 		fingerprint    = excluded.fingerprint,
 		status         = 1,
 		attempt        = CASE WHEN k.expires_at <= excluded.created_at THEN 1 ELSE k.attempt + 1 END,
+		generation     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.generation ELSE k.generation END,
 		locked_until   = excluded.locked_until,
 		recovery_point = CASE WHEN k.expires_at <= excluded.created_at THEN '' ELSE k.recovery_point END,
 		recovery_data  = CASE WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.recovery_data END,
@@ -63,25 +66,25 @@ SELECT false, @cols FROM cur WHERE settled`),
 WHERE caller = $1 AND key = $2 AND expires_at > @now3`),
 
 		saveRecoveryPoint: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
-SET recovery_point = $4, recovery_data = $5, locked_until = @now7 + $6::bigint * interval '1 microsecond'
-WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now7`),
+SET recovery_point = $4, recovery_data = $5, locked_until = @now8 + $6::bigint * interval '1 microsecond'
+WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $7 AND status = 1 AND expires_at > @now8`),
 
 		complete: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
 SET status = 2, response = $4
-WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now5`),
+WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6`),
 
 		// The same fenced update, raising EO001 when it matched nothing, so that
 		// the COMMIT pipelined after it in one round trip never runs.
 		completeTx: r.Replace(`WITH u AS (
 	UPDATE __SCHEMA__.idempotency_keys
 	SET status = 2, response = $4
-	WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now5
+	WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6
 	RETURNING 1
 )
 SELECT __SCHEMA__.require_fence((SELECT count(*) FROM u))`),
 
 		release: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys
-WHERE caller = $1 AND key = $2 AND attempt = $3 AND status = 1 AND expires_at > @now4`),
+WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $4 AND status = 1 AND expires_at > @now5`),
 
 		// Rows locked by another sweeper, or by a claim replacing them, are skipped.
 		deleteExpired: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys k

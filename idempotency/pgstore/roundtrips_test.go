@@ -97,3 +97,27 @@ func TestReplayTakesNoRowLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, idempotency.ClaimInProgress, c.Outcome)
 }
+
+// A replay and an in-progress answer draw no generation from the sequence
+// (nextval would be a write on the read path).
+func TestReplayDrawsNoGeneration(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	ctx := context.Background()
+	done := mustClaim(t, s, claimReq("done"), idempotency.ClaimCreated)
+	require.NoError(t, s.Complete(ctx, fenceOf(done), []byte("ok")))
+	busy := mustClaim(t, s, claimReq("busy"), idempotency.ClaimCreated)
+	require.NotEqual(t, done.Generation, busy.Generation)
+
+	lastValue := func() int64 {
+		var v int64
+		require.NoError(t, s.Pool().QueryRow(ctx, "SELECT last_value FROM "+table(schema, "idempotency_generation_seq")).Scan(&v))
+		return v
+	}
+	before := lastValue()
+	for range 3 {
+		mustClaim(t, s, claimReq("done"), idempotency.ClaimCompleted)
+		mustClaim(t, s, claimReq("busy"), idempotency.ClaimInProgress)
+	}
+	assert.Equal(t, before, lastValue())
+}

@@ -1,9 +1,17 @@
 -- Schema of the exactlyonce PostgreSQL store.
 --
--- __SCHEMA__ stands for the quoted schema name; Migrate and SchemaSQL replace it.
+-- __SCHEMA__ stands for the quoted schema name, and __GENERATION_SEQ__ for the
+-- name of the generation sequence in it as a string literal; Migrate and
+-- SchemaSQL replace them.
 -- Every statement is idempotent, so the file can be applied again safely.
 
 CREATE SCHEMA IF NOT EXISTS __SCHEMA__;
+
+-- Generations of idempotency records: every row created (inserted, or replacing
+-- an expired row) takes the next value, so a generation is never given twice,
+-- even after its row is deleted. Not owned by the table, so that dropping the
+-- table does not restart it.
+CREATE SEQUENCE IF NOT EXISTS __SCHEMA__.idempotency_generation_seq AS bigint;
 
 -- One row per idempotency key. The key of the store is (caller, key): two
 -- callers never see each other's records. Caller, key and fingerprint are
@@ -19,6 +27,11 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.idempotency_keys (
     -- Fencing counter: 1 when created, incremented by each takeover of a stale
     -- lease. Every write after a claim is conditional on it.
     attempt        bigint      NOT NULL CHECK (attempt >= 1),
+    -- Identifies this incarnation of (caller, key), kept by takeovers: a
+    -- paused holder of an earlier row of the key (released or expired, then
+    -- claimed again at attempt 1) must not match the new row. Every write
+    -- after a claim is conditional on it too.
+    generation     bigint      NOT NULL DEFAULT nextval(__GENERATION_SEQ__),
     -- The lease: another claim may take over an in-progress row after this time.
     locked_until   timestamptz NOT NULL,
     -- The last recovery point saved ('' before the first) and its opaque data.
@@ -31,6 +44,18 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.idempotency_keys (
     expires_at     timestamptz NOT NULL,
     PRIMARY KEY (caller, key)
 );
+
+-- Tables created before generations existed get the column; their rows get
+-- distinct generations from the sequence. The probe takes no lock stronger
+-- than a read's, so a migration of an up-to-date table never blocks traffic.
+DO $add_generation$
+BEGIN
+    PERFORM generation FROM __SCHEMA__.idempotency_keys LIMIT 0;
+EXCEPTION WHEN undefined_column THEN
+    ALTER TABLE __SCHEMA__.idempotency_keys ADD COLUMN generation bigint NOT NULL
+        DEFAULT nextval(__GENERATION_SEQ__);
+END
+$add_generation$;
 
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON __SCHEMA__.idempotency_keys (expires_at);

@@ -15,8 +15,8 @@ import (
 // Store is an idempotency.TxStore backed by PostgreSQL through a pgx pool.
 // It is safe for concurrent use by many goroutines and many processes sharing
 // one database: every claim is a single atomic statement, every later write is
-// fenced by the record's attempt counter, and all times come from the
-// database clock.
+// fenced by the record's attempt counter and generation, and all times come
+// from the database clock.
 type Store struct {
 	pool  *pgxpool.Pool
 	shift *TimeShift
@@ -66,19 +66,19 @@ func (s *Store) Get(ctx context.Context, caller, key string) (idempotency.Record
 // conditional on f, committed on its own (not in any open transaction), so it
 // is durable before the external call it brackets.
 func (s *Store) SaveRecoveryPoint(ctx context.Context, f idempotency.Fence, point string, data []byte, lease time.Duration) error {
-	tag, err := s.pool.Exec(ctx, s.q.saveRecoveryPoint, []byte(f.Caller), []byte(f.Key), f.Attempt, point, data, lease.Microseconds(), s.now())
+	tag, err := s.pool.Exec(ctx, s.q.saveRecoveryPoint, []byte(f.Caller), []byte(f.Key), f.Attempt, point, data, lease.Microseconds(), f.Generation, s.now())
 	return fenced("save recovery point", tag, err)
 }
 
 // Complete stores response and marks the record completed, conditional on f.
 func (s *Store) Complete(ctx context.Context, f idempotency.Fence, response []byte) error {
-	tag, err := s.pool.Exec(ctx, s.q.complete, []byte(f.Caller), []byte(f.Key), f.Attempt, response, s.now())
+	tag, err := s.pool.Exec(ctx, s.q.complete, []byte(f.Caller), []byte(f.Key), f.Attempt, response, f.Generation, s.now())
 	return fenced("complete", tag, err)
 }
 
 // Release deletes the in-progress record owned by f, freeing the key.
 func (s *Store) Release(ctx context.Context, f idempotency.Fence) error {
-	tag, err := s.pool.Exec(ctx, s.q.release, []byte(f.Caller), []byte(f.Key), f.Attempt, s.now())
+	tag, err := s.pool.Exec(ctx, s.q.release, []byte(f.Caller), []byte(f.Key), f.Attempt, f.Generation, s.now())
 	return fenced("release", tag, err)
 }
 
@@ -101,7 +101,7 @@ func scanRecord(row pgx.Row, lead ...any) (idempotency.Record, error) {
 		status                   int16
 		caller, key, fingerprint []byte
 	)
-	err := row.Scan(append(lead, &caller, &key, &fingerprint, &status, &r.Attempt, &r.LockedUntil,
+	err := row.Scan(append(lead, &caller, &key, &fingerprint, &status, &r.Attempt, &r.Generation, &r.LockedUntil,
 		&r.RecoveryPoint, &r.RecoveryData, &r.Response, &r.CreatedAt, &r.ExpiresAt)...)
 	r.Caller, r.Key, r.Fingerprint = string(caller), string(key), string(fingerprint)
 	r.Status = idempotency.Status(status)

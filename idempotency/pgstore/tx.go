@@ -71,7 +71,7 @@ func (t *completionTx) Complete(ctx context.Context, response []byte) error {
 		return t.s.Complete(ctx, t.f, response)
 	}
 	b := &pgx.Batch{}
-	b.Queue(t.s.q.completeTx, []byte(t.f.Caller), []byte(t.f.Key), t.f.Attempt, response, t.s.now())
+	b.Queue(t.s.q.completeTx, []byte(t.f.Caller), []byte(t.f.Key), t.f.Attempt, response, t.f.Generation, t.s.now())
 	b.Queue("COMMIT")
 	br := t.tx.conn.SendBatch(ctx, b)
 	_, errUpdate := br.Exec()

@@ -17,7 +17,7 @@ func claimReq(key string) idempotency.ClaimRequest {
 }
 
 func fenceOf(r idempotency.Record) idempotency.Fence {
-	return idempotency.Fence{Caller: r.Caller, Key: r.Key, Attempt: r.Attempt}
+	return r.Fence()
 }
 
 func mustClaim(t *testing.T, s idempotency.Store, req idempotency.ClaimRequest, want idempotency.ClaimOutcome) idempotency.Record {

@@ -36,7 +36,7 @@ func claim(t *testing.T, s idempotency.Store, req idempotency.ClaimRequest, want
 }
 
 func fence(r idempotency.Record) idempotency.Fence {
-	return idempotency.Fence{Caller: r.Caller, Key: r.Key, Attempt: r.Attempt}
+	return r.Fence()
 }
 
 func get(t *testing.T, s idempotency.Store, caller, key string) idempotency.Record {
@@ -99,6 +99,8 @@ func sameState(a, b idempotency.Record) string {
 		return fmt.Sprintf("Status %s != %s", a.Status, b.Status)
 	case a.Attempt != b.Attempt:
 		return fmt.Sprintf("Attempt %d != %d", a.Attempt, b.Attempt)
+	case a.Generation != b.Generation:
+		return fmt.Sprintf("Generation %d != %d", a.Generation, b.Generation)
 	case a.Fingerprint != b.Fingerprint:
 		return fmt.Sprintf("Fingerprint %q != %q", a.Fingerprint, b.Fingerprint)
 	case a.RecoveryPoint != b.RecoveryPoint:
@@ -130,6 +132,9 @@ func testClaimCreates(t *testing.T, h Harness) {
 	}
 	if r.Status != idempotency.StatusInProgress || r.Attempt != 1 {
 		t.Fatalf("new record: Status %s Attempt %d, want in_progress 1", r.Status, r.Attempt)
+	}
+	if r.Generation == 0 {
+		t.Fatal("new record has Generation 0")
 	}
 	if r.RecoveryPoint != "" || len(r.RecoveryData) != 0 || len(r.Response) != 0 {
 		t.Fatalf("new record carries state: %+v", r)
@@ -247,8 +252,8 @@ func testTakeoverAfterLease(t *testing.T, h Harness) {
 	noErr(t, "SaveRecoveryPoint", h.Store.SaveRecoveryPoint(ctx, fence(r), "charged", []byte("ch_123"), lease))
 	h.Advance(lease + slack)
 	n := claim(t, h.Store, claimReq("alice", "k1", "fp1"), idempotency.ClaimTakenOver)
-	if n.Attempt != 2 {
-		t.Fatalf("takeover Attempt = %d, want 2", n.Attempt)
+	if n.Attempt != 2 || n.Generation != r.Generation {
+		t.Fatalf("takeover Attempt %d Generation %d, want 2 and the record's %d", n.Attempt, n.Generation, r.Generation)
 	}
 	if n.Status != idempotency.StatusInProgress || n.RecoveryPoint != "charged" || string(n.RecoveryData) != "ch_123" {
 		t.Fatalf("takeover lost state: Status %s point %q data %q", n.Status, n.RecoveryPoint, n.RecoveryData)
@@ -359,7 +364,15 @@ func testStaleFenceWritesNothing(t *testing.T, h Harness) {
 	future.Attempt++
 	wantErr(t, "Complete with a future fence", h.Store.Complete(ctx, future, []byte("x")), idempotency.ErrLeaseLost)
 	wantUnchanged(t, h.Store, current)
-	ghost := idempotency.Fence{Caller: "alice", Key: "nope", Attempt: 1}
+	// The current attempt of another generation, or without one.
+	for _, g := range []int64{current.Generation + 1, current.Generation - 1, 0} {
+		other := fence(current)
+		other.Generation = g
+		wantErr(t, fmt.Sprintf("Complete with Generation %d instead of %d", g, current.Generation),
+			h.Store.Complete(ctx, other, []byte("x")), idempotency.ErrLeaseLost)
+		wantUnchanged(t, h.Store, current)
+	}
+	ghost := idempotency.Fence{Caller: "alice", Key: "nope", Attempt: 1, Generation: current.Generation}
 	wantErr(t, "SaveRecoveryPoint on a missing key", h.Store.SaveRecoveryPoint(ctx, ghost, "p", nil, lease), idempotency.ErrLeaseLost)
 	wantErr(t, "Complete on a missing key", h.Store.Complete(ctx, ghost, []byte("x")), idempotency.ErrLeaseLost)
 	wantErr(t, "Release on a missing key", h.Store.Release(ctx, ghost), idempotency.ErrLeaseLost)

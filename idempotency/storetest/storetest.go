@@ -16,17 +16,22 @@
 //
 // The suite checks, each in a subtest with a fresh Harness:
 //
-//   - claims: a new key is created with Attempt 1 and the given lease and
-//     TTL; a live key reports in progress, completed (with the outcome) or
+//   - claims: a new key is created with Attempt 1, a non-zero Generation
+//     and the given lease and TTL; a live key reports in progress, completed (with the outcome) or
 //     mismatch (another fingerprint) and changes nothing; of many
 //     goroutines claiming one key, or one stale lease, exactly one wins;
 //   - takeover: after the lease the next claim with the same fingerprint
-//     takes over with Attempt+1, a renewed lease, the same ExpiresAt and the
-//     recovery point kept; another fingerprint never takes over; a completed
+//     takes over with Attempt+1, the same Generation, a renewed lease, the
+//     same ExpiresAt and the recovery point kept; another fingerprint never takes over; a completed
 //     record never is; SaveRecoveryPoint renews the lease;
-//   - fencing: a stale (or future, or unknown) Fence gets ErrLeaseLost from
-//     SaveRecoveryPoint, Complete and Release and writes nothing; an outcome
-//     is final (a second Complete, a late point or a Release fail);
+//   - fencing: a stale (or future, or unknown, or other-generation) Fence
+//     gets ErrLeaseLost from SaveRecoveryPoint, Complete and Release and
+//     writes nothing; an outcome is final (a second Complete, a late point or
+//     a Release fail);
+//   - generations: successive records of one key (after a Release, after
+//     expiry) get distinct generations, and a fence of an earlier record,
+//     from its first attempt or a takeover, never writes to a later one,
+//     though the later one starts at Attempt 1 again;
 //   - Release frees the key; Get returns ErrNotFound for a missing key;
 //   - expiry: after the TTL a key is absent for Get and Claim before any
 //     DeleteExpired; DeleteExpired removes only expired records and honours
@@ -35,7 +40,8 @@
 //     and (caller, key) pairs are not confused by concatenation;
 //   - records are copies, in and out;
 //   - for a TxStore: Tx.Complete commits (with the local writes), a stale
-//     fence rolls everything back, Rollback leaves the record owned.
+//     fence (or one of an earlier record of the key) rolls everything back,
+//     Rollback leaves the record owned.
 //
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a
@@ -105,6 +111,9 @@ var cases = []struct {
 	{"CompletedIsNeverTakenOver", testCompletedIsNeverTakenOver},
 	{"StaleFenceWritesNothing", testStaleFenceWritesNothing},
 	{"WritesAfterCompleteFail", testWritesAfterCompleteFail},
+	{"GenerationsDiffer", testGenerationsDiffer},
+	{"ReleasedRecordFenceIsDead", testReleasedRecordFenceIsDead},
+	{"ExpiredRecordFenceIsDead", testExpiredRecordFenceIsDead},
 	{"ReleaseFreesKey", testReleaseFreesKey},
 	{"GetNotFound", testGetNotFound},
 	{"Expiry", testExpiry},
@@ -114,5 +123,6 @@ var cases = []struct {
 	{"RecordsAreCopies", testRecordsAreCopies},
 	{"TxCompleteCommits", testTxCompleteCommits},
 	{"TxLostLeaseRollsBack", testTxLostLeaseRollsBack},
+	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
 	{"TxRollback", testTxRollback},
 }

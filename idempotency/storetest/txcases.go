@@ -16,6 +16,18 @@ func txStore(t *testing.T, h Harness) idempotency.TxStore {
 	return ts
 }
 
+// begin opens a Tx for f and rolls it back at cleanup, which runs before the
+// Harness's own cleanup: a check that fails with the Tx open must not leave a
+// transaction that blocks the store's teardown.
+func begin(t *testing.T, ts idempotency.TxStore, f idempotency.Fence) (idempotency.Tx, error) {
+	t.Helper()
+	tx, err := ts.Begin(context.Background(), f)
+	if err == nil {
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	}
+	return tx, err
+}
+
 func txWrite(t *testing.T, h Harness, ctx context.Context, name string) {
 	t.Helper()
 	if h.TxWrite != nil {
@@ -34,7 +46,7 @@ func testTxCompleteCommits(t *testing.T, h Harness) {
 	ts := txStore(t, h)
 	ctx := context.Background()
 	r := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
-	tx, err := ts.Begin(ctx, fence(r))
+	tx, err := begin(t, ts, fence(r))
 	noErr(t, "Begin", err)
 	txWrite(t, h, tx.Context(ctx), "w1")
 	// Recovery points are saved outside the transaction while it is open.
@@ -52,7 +64,7 @@ func testTxLostLeaseRollsBack(t *testing.T, h Harness) {
 	ts := txStore(t, h)
 	ctx := context.Background()
 	old := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
-	tx, err := ts.Begin(ctx, fence(old))
+	tx, err := begin(t, ts, fence(old))
 	noErr(t, "Begin", err)
 	txWrite(t, h, tx.Context(ctx), "stale")
 	h.Advance(lease + slack)
@@ -64,7 +76,7 @@ func testTxLostLeaseRollsBack(t *testing.T, h Harness) {
 	wantWritten(t, h, "stale", false)
 
 	// Begin with a fence that is already stale: it fails at once or at Complete.
-	if tx, err := ts.Begin(ctx, fence(old)); err != nil {
+	if tx, err := begin(t, ts, fence(old)); err != nil {
 		wantErr(t, "Begin with a stale fence", err, idempotency.ErrLeaseLost)
 	} else {
 		txWrite(t, h, tx.Context(ctx), "stale2")
@@ -78,7 +90,7 @@ func testTxRollback(t *testing.T, h Harness) {
 	ts := txStore(t, h)
 	ctx := context.Background()
 	r := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
-	tx, err := ts.Begin(ctx, fence(r))
+	tx, err := begin(t, ts, fence(r))
 	noErr(t, "Begin", err)
 	txWrite(t, h, tx.Context(ctx), "w1")
 	noErr(t, "Rollback", tx.Rollback(ctx))
