@@ -161,6 +161,16 @@ func testClaimWhileInProgress(t *testing.T, h Harness) {
 }
 
 func testClaimRace(t *testing.T, h Harness) {
+	claimRace(t, h, "race", idempotency.ClaimCreated, "ClaimCreated")
+	if r := get(t, h.Store, "alice", "race"); r.Attempt != 1 {
+		t.Fatalf("after the race Attempt = %d, want 1", r.Attempt)
+	}
+}
+
+// claimRace has 50 goroutines claim (alice, key) at once and checks that
+// exactly one gets winner and all the others ClaimInProgress.
+func claimRace(t *testing.T, h Harness, key string, winner idempotency.ClaimOutcome, winnerName string) {
+	t.Helper()
 	const n = 50
 	var (
 		wg       sync.WaitGroup
@@ -171,28 +181,25 @@ func testClaimRace(t *testing.T, h Harness) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			c, err := h.Store.Claim(context.Background(), claimReq("alice", "race", "fp"))
+			c, err := h.Store.Claim(context.Background(), claimReq("alice", key, "fp1"))
 			outcomes[i], errs[i] = c.Outcome, err
 		})
 	}
 	close(start)
 	wg.Wait()
-	created := 0
+	won := 0
 	for i := range n {
 		noErr(t, "concurrent Claim", errs[i])
 		switch outcomes[i] {
-		case idempotency.ClaimCreated:
-			created++
+		case winner:
+			won++
 		case idempotency.ClaimInProgress:
 		default:
 			t.Fatalf("concurrent claim %d: outcome %s", i, outcomeName(outcomes[i]))
 		}
 	}
-	if created != 1 {
-		t.Fatalf("%d of %d concurrent claims got ClaimCreated, want exactly 1", created, n)
-	}
-	if r := get(t, h.Store, "alice", "race"); r.Attempt != 1 {
-		t.Fatalf("after the race Attempt = %d, want 1", r.Attempt)
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent claims got %s, want exactly 1", won, n, winnerName)
 	}
 }
 
@@ -276,36 +283,7 @@ func testTakeoverAfterLease(t *testing.T, h Harness) {
 func testTakeoverRace(t *testing.T, h Harness) {
 	claim(t, h.Store, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
 	h.Advance(lease + slack)
-	const n = 50
-	var (
-		wg       sync.WaitGroup
-		start    = make(chan struct{})
-		outcomes = make([]idempotency.ClaimOutcome, n)
-		errs     = make([]error, n)
-	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			c, err := h.Store.Claim(context.Background(), claimReq("alice", "k1", "fp1"))
-			outcomes[i], errs[i] = c.Outcome, err
-		})
-	}
-	close(start)
-	wg.Wait()
-	took := 0
-	for i := range n {
-		noErr(t, "concurrent Claim", errs[i])
-		switch outcomes[i] {
-		case idempotency.ClaimTakenOver:
-			took++
-		case idempotency.ClaimInProgress:
-		default:
-			t.Fatalf("concurrent takeover %d: outcome %s", i, outcomeName(outcomes[i]))
-		}
-	}
-	if took != 1 {
-		t.Fatalf("%d of %d concurrent claims took the stale lease over, want exactly 1", took, n)
-	}
+	claimRace(t, h, "k1", idempotency.ClaimTakenOver, "ClaimTakenOver")
 	if r := get(t, h.Store, "alice", "k1"); r.Attempt != 2 {
 		t.Fatalf("after the takeover race Attempt = %d, want 2", r.Attempt)
 	}
