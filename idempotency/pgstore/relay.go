@@ -45,24 +45,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	return every(ctx, interval, func(ctx context.Context) bool {
 		n, err := r.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil && r.OnError != nil {
 			r.OnError(err)
 		}
-		if err == nil && n == r.batch() {
-			t.Reset(0) // more may be waiting
-		} else {
-			t.Reset(interval)
-		}
-	}
+		return err == nil && n == r.batch() // a full batch: more may be waiting
+	})
 }
 
 func (r *Relay) batch() int {

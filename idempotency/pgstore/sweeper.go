@@ -46,19 +46,12 @@ func (w *Sweeper) Run(ctx context.Context) error {
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	return every(ctx, interval, func(ctx context.Context) bool {
 		if _, err := w.SweepOnce(ctx); err != nil && ctx.Err() == nil && w.OnError != nil {
 			w.OnError(err)
 		}
-		t.Reset(interval)
-	}
+		return false
+	})
 }
 
 // SweepOnce deletes expired records (and old delivered outbox messages) in
