@@ -24,6 +24,10 @@ type config struct {
 	Latency time.Duration
 	// Concurrency is the number of charges in flight at once.
 	Concurrency int
+	// Store is the idempotency store: "memory" or "postgres".
+	Store string
+	// DSN is the PostgreSQL connection string, for -store=postgres.
+	DSN string
 }
 
 // Limits of the flags.
@@ -43,6 +47,8 @@ func defaultConfig() config {
 		Reset:       0.03,
 		Latency:     2 * time.Millisecond,
 		Concurrency: 16,
+		Store:       storeMemory,
+		DSN:         envDSN(),
 	}
 }
 
@@ -63,6 +69,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&cfg.Reset, "reset", cfg.Reset, "share of attempts whose connection is reset before they reach the service")
 	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "most latency added to an attempt")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "charges in flight at once")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "idempotency store: memory or postgres")
+	fs.StringVar(&cfg.DSN, "dsn", cfg.DSN, "PostgreSQL connection string for -store=postgres (default from EXACTLYONCE_PG_DSN)")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d charges unless -n is given", shortCharges))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -94,6 +102,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-latency must be between 0 and %v, got %v", maxLatency, c.Latency)
 	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
 		return fmt.Errorf("-concurrency must be between 1 and %d, got %d", maxConcurrency, c.Concurrency)
+	case c.Store != storeMemory && c.Store != storePostgres:
+		return fmt.Errorf("-store must be %s or %s, got %q", storeMemory, storePostgres, c.Store)
 	}
 	return nil
 }

@@ -2,7 +2,7 @@
 // network.
 //
 // It starts a small payment service, guarded by the idempotency middleware
-// with an in-memory store, behind a fault-injecting proxy on loopback that
+// (an in-memory store, or PostgreSQL with -store=postgres), behind a fault-injecting proxy on loopback that
 // drops responses after the service has charged, resets connections before
 // forwarding, and adds latency. It then sends the same charges twice over:
 // once with this module's client (retry.NewClient, which adds a key to every
@@ -13,14 +13,16 @@
 // Usage:
 //
 //	go run ./examples/payments [-n 1000] [-seed 1] [-drop 0.03] [-reset 0.03]
-//	    [-latency 2ms] [-concurrency 16] [-short]
+//	    [-latency 2ms] [-concurrency 16] [-short] [-store memory|postgres] [-dsn URL]
 //
 // The faults are a pure function of the seed, the request body and how many
 // times the proxy has seen that body, so a seed gives the same faults to both
 // clients whatever the scheduling.
 //
-// Only the in-memory store is offered: the PostgreSQL store lives in its own
-// module (with its driver), which this root-module program does not import.
+// With -store=postgres the service keeps its keys in PostgreSQL (pgstore, in
+// a fresh schema dropped afterwards): -dsn, or EXACTLYONCE_PG_DSN, names the
+// server (default: 127.0.0.1:5432, database test). The examples are a module
+// of their own, so the driver never reaches users of the root module.
 package main
 
 import (

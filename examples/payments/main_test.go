@@ -114,3 +114,25 @@ func TestFaultPlanIsPure(t *testing.T) {
 		t.Errorf("zero rates injected fault %d", f)
 	}
 }
+
+func TestDemoOnPostgres(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Charges = shortCharges
+	cfg.Drop, cfg.Reset = 0.1, 0.05
+	cfg.Latency = time.Millisecond
+	cfg.Store = storePostgres
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	rs, err := run(ctx, cfg, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run on PostgreSQL (%s): %v\n%s", cfg.DSN, err, stderr.String())
+	}
+	ours := rs[0]
+	if ours.Executed != cfg.Charges || ours.Duplicates != 0 || ours.Failures != 0 {
+		t.Errorf("ours on PostgreSQL = %+v, want every charge executed once and no failures", ours)
+	}
+	if !strings.Contains(stderr.String(), "postgres store") {
+		t.Errorf("the run does not say which store it used:\n%s", stderr.String())
+	}
+}

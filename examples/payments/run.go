@@ -46,8 +46,8 @@ var clientKinds = []clientKind{
 // run charges a fresh service with each client in turn, reports progress to
 // stderr and writes the table to stdout.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, error) {
-	fmt.Fprintf(stderr, "charging %d times per client: drop %.0f%%, reset %.0f%%, latency up to %v, %d in flight, seed %d\n",
-		cfg.Charges, 100*cfg.Drop, 100*cfg.Reset, cfg.Latency, cfg.Concurrency, cfg.Seed)
+	fmt.Fprintf(stderr, "charging %d times per client: drop %.0f%%, reset %.0f%%, latency up to %v, %d in flight, seed %d, %s store\n",
+		cfg.Charges, 100*cfg.Drop, 100*cfg.Reset, cfg.Latency, cfg.Concurrency, cfg.Seed, cfg.Store)
 	results := make([]result, 0, len(clientKinds))
 	for _, k := range clientKinds {
 		r, err := runClient(ctx, cfg, k, stderr)
@@ -64,7 +64,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, e
 // to a new service and counts what happened.
 func runClient(ctx context.Context, cfg config, k clientKind, stderr io.Writer) (result, error) {
 	l := newLedger()
-	svcURL, stopSvc, err := serve(newService(l))
+	store, removeStore, err := openStore(ctx, cfg)
+	if err != nil {
+		return result{}, err
+	}
+	defer removeStore()
+	svcURL, stopSvc, err := serve(newService(l, store))
 	if err != nil {
 		return result{}, err
 	}

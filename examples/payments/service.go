@@ -53,12 +53,12 @@ func (l *ledger) totals() (executed, distinct int) {
 }
 
 // newService returns the payment API, POST /charges, behind the idempotency
-// middleware with an in-memory store. A request with an Idempotency-Key is
+// middleware with the given store. A request with an Idempotency-Key is
 // performed at most once and its response replayed to every repeat; a
 // request without one passes through (so the naive client can be compared
 // against the same service).
-func newService(l *ledger) http.Handler {
-	runner := idempotency.NewRunner(idempotency.NewMemoryStore(nil))
+func newService(l *ledger, store idempotency.Store) http.Handler {
+	runner := idempotency.NewRunner(store)
 	mw := idempotency.Middleware(runner, idempotency.SingleTenant, idempotency.WithRequiredMethods())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", func(w http.ResponseWriter, r *http.Request) {
