@@ -51,6 +51,7 @@ func BenchmarkTransportCost(b *testing.B) {
 		{"plain", &http.Client{Transport: mem}},
 		{"retry", &http.Client{Transport: retry.NewTransport(mem)}},
 		{"retry-timed", &http.Client{Transport: retry.NewTransport(unboundedMem{mem})}},
+		{"retry-adaptive", &http.Client{Transport: retry.NewTransport(mem, retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{}))}},
 	}
 	for _, method := range []string{"GET", "POST"} {
 		for _, c := range clients {
