@@ -51,6 +51,9 @@ type roundTrip struct {
 
 	keyVal [1]string
 	keyBuf [38]byte
+
+	// first is the outcome of a first attempt already made by the fast path.
+	first *firstTry
 }
 
 func newRoundTrip(t *Transport, req *http.Request) *roundTrip {
@@ -258,17 +261,26 @@ func (w *writeTracer) hidden(legs int) int {
 
 // attempt sends the request once and classifies what came back.
 func (rt *roundTrip) attempt(n int) outcome {
-	req, err := rt.request(n)
-	if err != nil {
-		return outcome{err: err, stop: ErrBodyNotReplayable}
-	}
-	rt.sent = true
-	var resp *http.Response
-	legs := 1
-	if rt.hedgeable() {
-		resp, err, legs = rt.hedged(req)
+	var (
+		resp *http.Response
+		err  error
+		legs = 1
+	)
+	if n == 1 && rt.first != nil {
+		// Sent already, as it is, by the fast path.
+		resp, err = rt.first.resp, rt.first.err
+		rt.first, rt.sent = nil, true
 	} else {
-		resp, err = rt.send(req)
+		var req *http.Request
+		if req, err = rt.request(n); err != nil {
+			return outcome{err: err, stop: ErrBodyNotReplayable}
+		}
+		rt.sent = true
+		if rt.hedgeable() {
+			resp, err, legs = rt.hedged(req)
+		} else {
+			resp, err = rt.send(req)
+		}
 	}
 	if rt.attemptTimer != nil {
 		rt.attemptTimer.Stop()

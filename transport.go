@@ -47,6 +47,8 @@ type Transport struct {
 	bounded bool
 	// latency keeps per-host estimates when adaptive timeouts or hedging are on.
 	latency *latencyByHost
+	// fast: the policy lets a request's first attempt go straight to the base.
+	fast bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -71,6 +73,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if c.adaptive.measures() {
 		t.latency = newLatencyByHost(c.adaptive.quantile, c.adaptive.hedgeQuantile)
 	}
+	t.fast = t.fastEligible()
 	return t
 }
 
@@ -96,6 +99,14 @@ func (t *Transport) CloseIdleConnections() {
 
 // RoundTrip sends req, retrying as the policy allows. See Transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var first *firstTry
+	if t.fast && fastRequest(req) {
+		var resp *http.Response
+		if resp, first = t.tryFast(req); first == nil {
+			return resp, nil
+		}
+	}
 	rt := newRoundTrip(t, req)
+	rt.first = first
 	return rt.do()
 }
