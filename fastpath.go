@@ -40,13 +40,16 @@ func (t *Transport) tryFast(req *http.Request) (*http.Response, *firstTry) {
 }
 
 // fastRequest reports whether req itself may take the fast path: a safe
-// method, a body that can be had again, and a context with nothing that
-// changes the policy (no enclosing loop, no per-request policy).
-func fastRequest(req *http.Request) bool {
+// method or a key of the caller's own (nothing to add), a body that can be
+// had again, and a context with nothing that changes the policy (no
+// enclosing loop, no per-request policy).
+func (t *Transport) fastRequest(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 	default:
-		return false
+		if !t.cfg.hasKey(req.Header) {
+			return false
+		}
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return false

@@ -79,3 +79,17 @@ func TestFastPathKeepsThePolicyForOtherRequests(t *testing.T) {
 	readAll(t, resp)
 	assert.Len(t, base.seen, 1, "a per-request policy is still honoured")
 }
+
+func TestFastPathTakesACallersKeyedPost(t *testing.T) {
+	base := &scriptedBase{script: []int{503, 201}}
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()))}
+	req, _ := http.NewRequest("POST", "http://mem.test/", strings.NewReader("charge"))
+	req.Header.Set("Idempotency-Key", `"caller-key"`)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+	assert.Equal(t, 201, resp.StatusCode)
+	require.Len(t, base.seen, 2)
+	assert.Same(t, req, base.seen[0], "the first attempt is the caller's request itself")
+	assert.Equal(t, `"caller-key"`, base.seen[1].Header.Get("Idempotency-Key"))
+}

@@ -100,7 +100,7 @@ func (t *Transport) CloseIdleConnections() {
 // RoundTrip sends req, retrying as the policy allows. See Transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var first *firstTry
-	if t.fast && fastRequest(req) {
+	if t.fast && t.fastRequest(req) {
 		var resp *http.Response
 		if resp, first = t.tryFast(req); first == nil {
 			return resp, nil

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,16 +54,19 @@ func BenchmarkTransportCost(b *testing.B) {
 		{"retry-timed", &http.Client{Transport: retry.NewTransport(unboundedMem{mem})}},
 		{"retry-adaptive", &http.Client{Transport: retry.NewTransport(mem, retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{}))}},
 	}
-	for _, method := range []string{"GET", "POST"} {
+	for _, method := range []string{"GET", "POST", "POST+key"} {
 		for _, c := range clients {
 			b.Run(method+"/"+c.name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					var body io.Reader
-					if method == "POST" {
+					if method != "GET" {
 						body = bytes.NewReader(payload)
 					}
-					req, _ := http.NewRequest(method, "http://mem.test/charge", body)
+					req, _ := http.NewRequest(strings.TrimSuffix(method, "+key"), "http://mem.test/charge", body)
+					if method == "POST+key" { // the caller brings its own key
+						req.Header = http.Header{"Idempotency-Key": {`"order-42"`}}
+					}
 					resp, err := c.client.Do(req)
 					if err != nil || resp.StatusCode != 200 {
 						b.Fatal(err)
