@@ -107,24 +107,34 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 
 // SaveRecoveryPoint implements Store.
 func (s *MemoryStore) SaveRecoveryPoint(ctx context.Context, f Fence, point string, data []byte, lease time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.fenced(f, now)
-	if err != nil {
-		return err
-	}
-	r.rec.RecoveryPoint = point
-	r.rec.RecoveryData = bytes.Clone(data)
-	r.rec.LockedUntil = now.Add(lease)
-	return nil
+	return s.write(ctx, f, func(r *memRecord, now time.Time) {
+		r.rec.RecoveryPoint = point
+		r.rec.RecoveryData = bytes.Clone(data)
+		r.rec.LockedUntil = now.Add(lease)
+	})
 }
 
 // Complete implements Store.
 func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) error {
+	return s.write(ctx, f, func(r *memRecord, _ time.Time) {
+		r.rec.Status = StatusCompleted
+		r.rec.Response = bytes.Clone(response)
+		if r.rec.Response == nil {
+			r.rec.Response = []byte{}
+		}
+	})
+}
+
+// Release implements Store.
+func (s *MemoryStore) Release(ctx context.Context, f Fence) error {
+	return s.write(ctx, f, func(*memRecord, time.Time) {
+		delete(s.records, memKey{f.Caller, f.Key})
+	})
+}
+
+// write applies change, under the lock, to the record f still owns, or
+// returns ErrLeaseLost and changes nothing.
+func (s *MemoryStore) write(ctx context.Context, f Fence, change func(r *memRecord, now time.Time)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -135,26 +145,7 @@ func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) er
 	if err != nil {
 		return err
 	}
-	r.rec.Status = StatusCompleted
-	r.rec.Response = bytes.Clone(response)
-	if r.rec.Response == nil {
-		r.rec.Response = []byte{}
-	}
-	return nil
-}
-
-// Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, f Fence) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.fenced(f, now); err != nil {
-		return err
-	}
-	delete(s.records, memKey{f.Caller, f.Key})
+	change(r, now)
 	return nil
 }
 
