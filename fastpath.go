@@ -39,23 +39,58 @@ func (t *Transport) tryFast(req *http.Request) (*http.Response, *firstTry) {
 	return nil, &firstTry{resp: resp, err: err}
 }
 
-// fastRequest reports whether req itself may take the fast path: a safe
-// method or a key of the caller's own (nothing to add), a body that can be
-// had again, and a context with nothing that changes the policy (no
-// enclosing loop, no per-request policy).
-func (t *Transport) fastRequest(req *http.Request) bool {
+// fastKind says how a request may take the fast path.
+type fastKind uint8
+
+const (
+	notFast     fastKind = iota
+	fastAsIs             // sent as it is: nothing to add
+	fastWithKey          // sent in a copy that carries a key of the Transport's
+)
+
+// fastRequest reports whether and how req itself may take the fast path: a
+// safe method or a key of the caller's own (sent as it is), or a POST or
+// PATCH that needs a key (sent in a copy); a body that can be had again; and
+// a context with nothing that changes the policy (no enclosing loop, no
+// per-request policy).
+func (t *Transport) fastRequest(req *http.Request) fastKind {
+	kind := fastAsIs
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 	default:
 		if !t.cfg.hasKey(req.Header) {
-			return false
+			if t.cfg.http.noKeys || (req.Method != http.MethodPost && req.Method != http.MethodPatch) {
+				return notFast
+			}
+			kind = fastWithKey
 		}
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false
+		return notFast
 	}
 	ctx := req.Context()
-	return !inLoop(ctx) && policyOf(ctx) == nil && !hasGiveUp(ctx)
+	if inLoop(ctx) || policyOf(ctx) != nil || hasGiveUp(ctx) {
+		return notFast
+	}
+	return kind
+}
+
+// keyedCopy is the caller's request with a key of the Transport's: the copy
+// and the key's bytes share one allocation, and the round trip, if the
+// first attempt is not the last, carries on with the same key.
+type keyedCopy struct {
+	req    http.Request
+	keyVal [1]string
+	keyBuf [38]byte
+}
+
+// newKeyedCopy copies req and gives the copy a fresh key in a copy of the
+// caller's header.
+func (t *Transport) newKeyedCopy(req *http.Request) *keyedCopy {
+	k := &keyedCopy{req: *req}
+	k.keyVal[0] = newKeyInto(&k.keyBuf, t.cfg.http.tokenKeys)
+	k.req.Header = withKey(req.Header, t.cfg.http.keyHeader, k.keyVal[:])
+	return k
 }
 
 // hasGiveUp reports whether ctx belongs to a request served by

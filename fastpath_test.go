@@ -21,6 +21,7 @@ type scriptedBase struct {
 	mu     sync.Mutex
 	script []int
 	seen   []*http.Request
+	bodies []string
 }
 
 func (s *scriptedBase) BoundsAttempts() bool { return true }
@@ -28,10 +29,12 @@ func (s *scriptedBase) BoundsAttempts() bool { return true }
 func (s *scriptedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var body []byte
 	if r.Body != nil {
-		io.Copy(io.Discard, r.Body)
+		body, _ = io.ReadAll(r.Body)
 		r.Body.Close()
 	}
+	s.bodies = append(s.bodies, string(body))
 	code := s.script[min(len(s.seen), len(s.script)-1)]
 	s.seen = append(s.seen, r)
 	return &http.Response{StatusCode: code, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("body")), Request: r}, nil
@@ -92,4 +95,51 @@ func TestFastPathTakesACallersKeyedPost(t *testing.T) {
 	require.Len(t, base.seen, 2)
 	assert.Same(t, req, base.seen[0], "the first attempt is the caller's request itself")
 	assert.Equal(t, `"caller-key"`, base.seen[1].Header.Get("Idempotency-Key"))
+}
+
+func TestFastPathGivesAPostItsKeyInACopy(t *testing.T) {
+	for _, token := range []bool{false, true} {
+		t.Run(map[bool]string{false: "quoted", true: "token"}[token], func(t *testing.T) {
+			base := &scriptedBase{script: []int{503, 201}}
+			opts := []retry.Option{retry.WithClock(newAutoClock())}
+			want := `^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$`
+			if token {
+				opts = append(opts, retry.WithTokenKeys())
+				want = `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`
+			}
+			client := &http.Client{Transport: retry.NewTransport(base, opts...)}
+			var rep retry.Report
+			payload := strings.Repeat("0123456789abcdef", 64)
+			req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", strings.NewReader(payload))
+			req.Header.Set("Content-Type", "text/plain")
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			readAll(t, resp)
+			assert.Equal(t, 201, resp.StatusCode)
+			assert.Equal(t, 2, rep.Attempts)
+			require.Len(t, base.seen, 2)
+			key := base.seen[0].Header.Get("Idempotency-Key")
+			assert.Regexp(t, want, key)
+			assert.Equal(t, key, base.seen[1].Header.Get("Idempotency-Key"), "the loop keeps the fast path's key")
+			assert.Equal(t, []string{payload, payload}, base.bodies, "the body arrives whole on both attempts")
+			for _, sent := range base.seen {
+				assert.NotSame(t, req, sent, "a copy is sent, never the caller's request")
+				assert.Equal(t, "text/plain", sent.Header.Get("Content-Type"), "the caller's headers go along")
+			}
+			assert.Equal(t, http.Header{"Content-Type": {"text/plain"}}, req.Header, "the caller's header is not modified")
+		})
+	}
+}
+
+func TestFastPathKeysDifferPerRequest(t *testing.T) {
+	base := &scriptedBase{script: []int{200}}
+	client := &http.Client{Transport: retry.NewTransport(base)}
+	seen := map[string]bool{}
+	for range 100 {
+		resp, err := client.Post("http://mem.test/", "text/plain", strings.NewReader("x"))
+		require.NoError(t, err)
+		readAll(t, resp)
+		seen[resp.Request.Header.Get("Idempotency-Key")] = true
+	}
+	assert.Len(t, seen, 100, "every logical request has a key of its own")
 }

@@ -1,9 +1,12 @@
 package retry
 
 import (
+	"crypto/rand"
+	mrand "math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -14,6 +17,49 @@ const DefaultIdempotencyKeyHeader = "Idempotency-Key"
 // newKey returns a fresh key: a version 4 UUID from crypto/rand.
 func newKey() string {
 	return uuid.NewString()
+}
+
+// keySources are ChaCha8 generators, each seeded from crypto/rand: a
+// cryptographically strong source that costs no system call per key.
+var keySources = sync.Pool{New: func() any {
+	var seed [32]byte
+	rand.Read(seed[:])
+	return mrand.NewChaCha8(seed)
+}}
+
+const hexDigits = "0123456789abcdef"
+
+// newKeyInto makes a fresh key (a version 4 UUID from a crypto-strong source)
+// in buf, quoted as a Structured Field string unless token is set.
+func newKeyInto(buf *[38]byte, token bool) string {
+	var u [16]byte
+	src := keySources.Get().(*mrand.ChaCha8)
+	src.Read(u[:])
+	keySources.Put(src)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	b := buf[:]
+	if token {
+		b = buf[:36]
+	} else {
+		b[0], b[37] = '"', '"'
+		b = buf[1:37]
+	}
+	j := 0
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[c>>4], hexDigits[c&0x0f]
+		j += 2
+	}
+	// The key lives in buf, which belongs to one request and is never
+	// written again: the string can share its bytes instead of copying them.
+	if token {
+		return unsafe.String(&buf[0], 36)
+	}
+	return unsafe.String(&buf[0], 38)
 }
 
 // formatKey renders a key in the configured form: the IETF draft's

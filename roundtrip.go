@@ -2,17 +2,12 @@ package retry
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // roundTrip is the state of one logical request through a Transport. It is
@@ -52,8 +47,10 @@ type roundTrip struct {
 	keyVal [1]string
 	keyBuf [38]byte
 
-	// first is the outcome of a first attempt already made by the fast path.
-	first *firstTry
+	// first is the outcome of a first attempt already made by the fast path;
+	// keyedCopy, when that attempt was a copy with a key of ours.
+	first     *firstTry
+	keyedCopy *keyedCopy
 }
 
 func newRoundTrip(t *Transport, req *http.Request) *roundTrip {
@@ -172,6 +169,12 @@ func (rt *roundTrip) classifyRequest(newKey func() string) {
 		rt.keyed = true
 		return
 	}
+	if k := rt.keyedCopy; k != nil {
+		// The fast path's first attempt carried this key: keep it.
+		rt.header = k.req.Header
+		rt.keyed, rt.keyAdded = true, true
+		return
+	}
 	if !c.http.noKeys && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
 		rt.keyVal[0] = newKey()
 		rt.header = withKey(req.Header, c.http.keyHeader, rt.keyVal[:])
@@ -201,41 +204,6 @@ func sameHeader(a, b http.Header) bool {
 		}
 	}
 	return true
-}
-
-// keySources are ChaCha8 generators, each seeded from crypto/rand: a
-// cryptographically strong source that costs no system call per key.
-var keySources = sync.Pool{New: func() any {
-	var seed [32]byte
-	rand.Read(seed[:])
-	return mrand.NewChaCha8(seed)
-}}
-
-// newKeyInto makes a fresh key (a version 4 UUID from a crypto-strong source)
-// in buf, quoted as a Structured Field string unless token is set.
-func newKeyInto(buf *[38]byte, token bool) string {
-	var u [16]byte
-	src := keySources.Get().(*mrand.ChaCha8)
-	src.Read(u[:])
-	keySources.Put(src)
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	b := buf[:0]
-	if !token {
-		b = append(b, '"')
-	}
-	for i, part := range [...][2]int{{0, 4}, {4, 6}, {6, 8}, {8, 10}, {10, 16}} {
-		if i > 0 {
-			b = append(b, '-')
-		}
-		b = hex.AppendEncode(b, u[part[0]:part[1]])
-	}
-	if !token {
-		b = append(b, '"')
-	}
-	// The key lives in buf, which belongs to this round trip and is never
-	// written again: the string can share its bytes instead of copying them.
-	return unsafe.String(&buf[0], len(b))
 }
 
 // writeTracer counts every time the base transport writes the request, its

@@ -99,14 +99,25 @@ func (t *Transport) CloseIdleConnections() {
 
 // RoundTrip sends req, retrying as the policy allows. See Transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var first *firstTry
-	if t.fast && t.fastRequest(req) {
-		var resp *http.Response
-		if resp, first = t.tryFast(req); first == nil {
-			return resp, nil
+	var (
+		first *firstTry
+		keyed *keyedCopy
+		resp  *http.Response
+	)
+	if t.fast {
+		switch t.fastRequest(req) {
+		case fastAsIs:
+			if resp, first = t.tryFast(req); first == nil {
+				return resp, nil
+			}
+		case fastWithKey:
+			keyed = t.newKeyedCopy(req)
+			if resp, first = t.tryFast(&keyed.req); first == nil {
+				return resp, nil
+			}
 		}
 	}
 	rt := newRoundTrip(t, req)
-	rt.first = first
+	rt.first, rt.keyedCopy = first, keyed
 	return rt.do()
 }
