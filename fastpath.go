@@ -13,12 +13,13 @@ type firstTry struct {
 }
 
 // fastEligible reports whether the Transport's policy lets a request's first
-// attempt go straight to the base: nothing in the policy changes the request
-// or needs to watch the attempt (no key to add, no timer, no trace, no
-// latency to measure, no hook to call).
+// attempt go straight to the base: nothing in the policy needs to watch the
+// attempt (no timer of its own, no trace, no latency to measure, no hook to
+// call). The default attempt timeout needs a timer only over a base that does
+// not bound itself and for a request without a deadline (see fastRequest).
 func (t *Transport) fastEligible() bool {
 	c := &t.cfg
-	return !t.replaysHidden && t.bounded && !c.adaptive.measures() &&
+	return !t.replaysHidden && !c.adaptive.measures() &&
 		c.totalTimeout == 0 && c.attemptTimeout == 0 &&
 		c.onAttempt == nil && c.onRetry == nil && c.logger == nil
 }
@@ -52,7 +53,8 @@ const (
 // safe method or a key of the caller's own (sent as it is), or a POST or
 // PATCH that needs a key (sent in a copy); a body that can be had again; and
 // a context with nothing that changes the policy (no enclosing loop, no
-// per-request policy).
+// per-request policy); and a bound on the attempt (the base's own, or the
+// context's deadline).
 func (t *Transport) fastRequest(req *http.Request) fastKind {
 	kind := fastAsIs
 	switch req.Method {
@@ -71,6 +73,11 @@ func (t *Transport) fastRequest(req *http.Request) fastKind {
 	ctx := req.Context()
 	if inLoop(ctx) || policyOf(ctx) != nil || hasGiveUp(ctx) {
 		return notFast
+	}
+	if !t.bounded {
+		if _, ok := ctx.Deadline(); !ok {
+			return notFast // the attempt needs the default timeout's timer
+		}
 	}
 	return kind
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,4 +143,30 @@ func TestFastPathKeysDifferPerRequest(t *testing.T) {
 		seen[resp.Request.Header.Get("Idempotency-Key")] = true
 	}
 	assert.Len(t, seen, 100, "every logical request has a key of its own")
+}
+
+// unboundedBase is scriptedBase without the promise to bound its attempts.
+type unboundedBase struct{ s *scriptedBase }
+
+func (u unboundedBase) RoundTrip(r *http.Request) (*http.Response, error) { return u.s.RoundTrip(r) }
+
+func TestFastPathOverAnUnboundedBaseNeedsADeadline(t *testing.T) {
+	base := &scriptedBase{script: []int{200}}
+	client := &http.Client{Transport: retry.NewTransport(unboundedBase{base})}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://mem.test/", nil)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+	assert.Same(t, req, base.seen[0], "the deadline bounds the attempt: it goes as it is")
+
+	req, _ = http.NewRequest("GET", "http://mem.test/", nil)
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+	sent := base.seen[1]
+	assert.NotSame(t, req, sent, "without a deadline the attempt gets a context with the default timeout")
+	assert.NotNil(t, sent.Context().Done())
 }
