@@ -15,7 +15,9 @@ import (
 
 func ExampleNewClient() {
 	var calls atomic.Int32
+	var lastKey atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lastKey.Store(r.Header.Get("Idempotency-Key"))
 		if calls.Add(1) < 3 {
 			w.WriteHeader(http.StatusServiceUnavailable) // a blip
 			return
@@ -37,9 +39,11 @@ func ExampleNewClient() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.StatusCode, string(body))
 	fmt.Println(report)
+	fmt.Println("reported key is the one sent:", report.IdempotencyKey == lastKey.Load())
 	// Output:
 	// 200 charged once, key present: true
 	// 3 attempts, succeeded
+	// reported key is the one sent: true
 }
 
 func ExamplePushbackMiddleware() {

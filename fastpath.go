@@ -34,7 +34,9 @@ func (t *Transport) tryFast(req *http.Request) (*http.Response, *firstTry) {
 		if t.cfg.budget != nil {
 			t.cfg.budget.Succeeded()
 		}
-		fillReport(req.Context(), 1, nil, outcome{status: resp.StatusCode})
+		if r := fillReport(req.Context(), 1, nil, outcome{status: resp.StatusCode}); r != nil {
+			r.IdempotencyKey = firstValue(req.Header, t.cfg.http.keyHeader)
+		}
 		return resp, nil
 	}
 	return nil, &firstTry{resp: resp, err: err}

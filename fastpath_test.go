@@ -122,6 +122,7 @@ func TestFastPathGivesAPostItsKeyInACopy(t *testing.T) {
 			key := base.seen[0].Header.Get("Idempotency-Key")
 			assert.Regexp(t, want, key)
 			assert.Equal(t, key, base.seen[1].Header.Get("Idempotency-Key"), "the loop keeps the fast path's key")
+			assert.Equal(t, key, rep.IdempotencyKey, "the report tells the key")
 			assert.Equal(t, []string{payload, payload}, base.bodies, "the body arrives whole on both attempts")
 			for _, sent := range base.seen {
 				assert.NotSame(t, req, sent, "a copy is sent, never the caller's request")
@@ -137,10 +138,14 @@ func TestFastPathKeysDifferPerRequest(t *testing.T) {
 	client := &http.Client{Transport: retry.NewTransport(base)}
 	seen := map[string]bool{}
 	for range 100 {
-		resp, err := client.Post("http://mem.test/", "text/plain", strings.NewReader("x"))
+		var rep retry.Report
+		req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", strings.NewReader("x"))
+		resp, err := client.Do(req)
 		require.NoError(t, err)
 		readAll(t, resp)
-		seen[resp.Request.Header.Get("Idempotency-Key")] = true
+		key := resp.Request.Header.Get("Idempotency-Key")
+		require.Equal(t, key, rep.IdempotencyKey, "a first-attempt success reports its key too")
+		seen[key] = true
 	}
 	assert.Len(t, seen, 100, "every logical request has a key of its own")
 }

@@ -77,6 +77,15 @@ func (c *config) hasKey(h http.Header) bool {
 	return len(h[c.http.keyHeader]) > 0
 }
 
+// firstValue returns the first value of the header name (in canonical
+// form) in h, or "".
+func firstValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // withKey returns a copy of h with the key header set to values. The value
 // slices of the other headers are shared, never modified.
 func withKey(h http.Header, name string, values []string) http.Header {

@@ -19,6 +19,11 @@ type Report struct {
 	StatusCode int
 	// Err is the last attempt's error, or nil.
 	Err error
+	// IdempotencyKey is the key a Transport's attempts carried: the
+	// caller's, or the one the Transport made for a POST or PATCH; empty
+	// when they carried none (and always for Do). To repeat the request
+	// later as the same logical request, send it with this key.
+	IdempotencyKey string
 }
 
 // String renders the report for logs.
@@ -40,13 +45,15 @@ func WithReport(ctx context.Context, r *Report) context.Context {
 	return context.WithValue(ctx, reportKey{}, r)
 }
 
-// fillReport stores the outcome of a loop in the context's report, if any.
-func fillReport(ctx context.Context, attempts int, reason error, last outcome) {
+// fillReport stores the outcome of a loop in the context's report, if any,
+// and returns that report (nil when none was asked for).
+func fillReport(ctx context.Context, attempts int, reason error, last outcome) *Report {
 	r, _ := ctx.Value(reportKey{}).(*Report)
 	if r == nil {
-		return
+		return nil
 	}
 	*r = Report{Attempts: attempts, Reason: reason, StatusCode: last.status, Err: last.err}
+	return r
 }
 
 // StatusError is the last error of a loop whose last attempt was an HTTP

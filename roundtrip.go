@@ -118,7 +118,9 @@ func (rt *roundTrip) do() (*http.Response, error) {
 	}
 
 	n, last, reason := c.run(rt.Context, rt.deadline, rt.discard, rt.attempt)
-	fillReport(parent, n, reason, last)
+	if r := fillReport(parent, n, reason, last); r != nil {
+		r.IdempotencyKey = firstValue(rt.header, c.http.keyHeader)
+	}
 	if isGiveUp(reason) {
 		noteGiveUp(parent, reason)
 	}

@@ -16,8 +16,10 @@ import (
 //     without a key are retried only when they provably never reached the
 //     server (a failed dial, a refused connection). A generated key lives
 //     as long as one RoundTrip: code that repeats a request after the
-//     Transport gave up must set the key itself so the repeats share it,
-//     unless it repeats through Do, whose loop gives the Transport its keys.
+//     Transport gave up must set the key itself so the repeats share it
+//     (WithReport's Report.IdempotencyKey tells the one the Transport
+//     made), unless it repeats through Do, whose loop gives the Transport
+//     its keys.
 //   - Retry-After (seconds or any HTTP-date) on 429, 503 and a keyed 409 is a
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.

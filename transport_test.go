@@ -209,6 +209,38 @@ func TestPostBodyReplayedWithSameKey(t *testing.T) {
 	}
 }
 
+func TestReportedKeyLetsTheCallerRepeatTheRequest(t *testing.T) {
+	srv := newScriptServer(t, 503, 503, 201)
+	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithMaxAttempts(2))
+	var rep retry.Report
+	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", srv.URL, strings.NewReader("charge"))
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+	assert.Equal(t, 503, resp.StatusCode, "the Transport gave up")
+	assert.ErrorIs(t, rep.Reason, retry.ErrAttemptsExhausted)
+	require.Len(t, srv.requests(), 2)
+	assert.Equal(t, srv.requests()[0].key, rep.IdempotencyKey)
+
+	// The caller repeats the same logical request later, with the reported key.
+	again, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", srv.URL, strings.NewReader("charge"))
+	again.Header.Set("Idempotency-Key", rep.IdempotencyKey)
+	resp, err = client.Do(again)
+	require.NoError(t, err)
+	readAll(t, resp)
+	assert.Equal(t, 201, resp.StatusCode)
+	reqs := srv.requests()
+	require.Len(t, reqs, 3)
+	assert.Equal(t, reqs[0].key, reqs[2].key, "the repeat reaches the server as the same logical request")
+	assert.Equal(t, reqs[0].key, rep.IdempotencyKey, "a caller's key is reported as it is")
+
+	get, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	resp, err = client.Do(get)
+	require.NoError(t, err)
+	readAll(t, resp)
+	assert.Empty(t, rep.IdempotencyKey, "a GET carries no key")
+}
+
 func TestKeyForms(t *testing.T) {
 	srv := newScriptServer(t, 200)
 	client, _ := newClient(t, retry.WithTokenKeys())
