@@ -73,7 +73,7 @@ func BenchmarkTransportCost(b *testing.B) {
 		{"retry-timed", &http.Client{Transport: retry.NewTransport(unboundedMem{mem})}},
 		{"retry-adaptive", &http.Client{Transport: retry.NewTransport(mem, retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{}))}},
 	}
-	for _, method := range []string{"GET", "POST", "POST+key"} {
+	for _, method := range []string{"GET", "POST", "POST+type", "POST+key"} {
 		for _, c := range clients {
 			b.Run(method+"/"+c.name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -82,8 +82,12 @@ func BenchmarkTransportCost(b *testing.B) {
 					if method != "GET" {
 						body = bytes.NewReader(payload)
 					}
-					req, _ := http.NewRequest(strings.TrimSuffix(method, "+key"), "http://mem.test/charge", body)
-					if method == "POST+key" { // the caller brings its own key
+					verb, _, _ := strings.Cut(method, "+")
+					req, _ := http.NewRequest(verb, "http://mem.test/charge", body)
+					switch method {
+					case "POST+type": // as http.Client.Post sends it
+						req.Header = http.Header{"Content-Type": {"application/json"}}
+					case "POST+key": // the caller brings its own key
 						req.Header = http.Header{"Idempotency-Key": {`"order-42"`}}
 					}
 					resp, err := c.client.Do(req)
