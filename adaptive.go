@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -141,6 +142,37 @@ func withHeaderTimeout(t *http.Transport) *http.Transport {
 		t.ResponseHeaderTimeout = DefaultAttemptTimeout
 	}
 	return t
+}
+
+// attemptTimeoutFor is the time one attempt under policy c may wait for its
+// response: the learned timeout (from estimate) with WithAdaptiveTimeout,
+// else the configured one, else DefaultAttemptTimeout when there is no
+// deadline and the base does not bound the wait itself; never beyond the
+// deadline (zero: none). 0 means no timer.
+func (t *Transport) attemptTimeoutFor(c *config, estimate *latencyEstimate, deadline time.Time) time.Duration {
+	var d time.Duration
+	switch {
+	case c.adaptive.timeout:
+		d = c.adaptive.attemptTimeoutFor(estimate)
+	case c.attemptTimeout > 0:
+		d = c.attemptTimeout
+	case deadline.IsZero() && !t.bounded:
+		d = DefaultAttemptTimeout
+	default:
+		return 0
+	}
+	if deadline.IsZero() {
+		return d
+	}
+	return attemptTimeout(d, deadline, c.clock.Now())
+}
+
+// endedByTimer reports whether an attempt whose context is attempt, below
+// the loop's context loop, was ended by its own timer: its context is done
+// and nothing above it is (its other canceller, the Transport, has not
+// acted yet when this is asked).
+func endedByTimer(attempt, loop context.Context) bool {
+	return attempt.Err() != nil && loop.Err() == nil
 }
 
 // AttemptBounder is implemented by a base RoundTripper that bounds every

@@ -183,6 +183,17 @@ func drain(resp *http.Response, limit int64) {
 	resp.Body.Close()
 }
 
+// cancelWhenClosed makes closing resp's body call cancel and then: the
+// contexts of the attempt that brought it end when the caller is done with
+// it. A switching-protocols body (a connection the caller now owns) is left
+// as it is.
+func cancelWhenClosed(resp *http.Response, cancel, then context.CancelFunc) {
+	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+		return
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: [2]context.CancelFunc{cancel, then}}
+}
+
 // cancelOnClose ends an attempt's contexts when the caller closes the
 // response body, not when RoundTrip returns, so timeouts never cut off a
 // body the caller is still reading.

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // firstTry is the outcome of a first attempt made before the round trip's
@@ -13,33 +14,13 @@ type firstTry struct {
 }
 
 // fastEligible reports whether the Transport's policy lets a request's first
-// attempt go straight to the base: nothing in the policy needs to watch the
-// attempt (no timer of its own, no trace, no latency to measure, no hook to
-// call). The default attempt timeout needs a timer only over a base that does
-// not bound itself and for a request without a deadline (see fastRequest).
+// attempt go to the base before any round-trip state is built: nothing in
+// the policy needs to watch the attempt beyond a timer (no trace, no latency
+// to measure, no hook to call, no total deadline to derive).
 func (t *Transport) fastEligible() bool {
 	c := &t.cfg
-	return !t.replaysHidden && !c.adaptive.measures() &&
-		c.totalTimeout == 0 && c.attemptTimeout == 0 &&
+	return !t.replaysHidden && !c.adaptive.measures() && c.totalTimeout == 0 &&
 		c.onAttempt == nil && c.onRetry == nil && c.logger == nil
-}
-
-// tryFast sends an idempotent, body-less (or GetBody) request as it is, and
-// returns the response when it is plainly a success: then the round trip
-// costs no state at all. Otherwise it returns the first attempt's outcome
-// for the full loop to carry on from.
-func (t *Transport) tryFast(req *http.Request) (*http.Response, *firstTry) {
-	resp, err := t.base.RoundTrip(req)
-	if err == nil && plainSuccess(resp) {
-		if t.cfg.budget != nil {
-			t.cfg.budget.Succeeded()
-		}
-		if r := fillReport(req.Context(), 1, nil, outcome{status: resp.StatusCode}); r != nil {
-			r.IdempotencyKey = firstValue(req.Header, t.cfg.http.keyHeader)
-		}
-		return resp, nil
-	}
-	return nil, &firstTry{resp: resp, err: err}
 }
 
 // fastKind says how a request may take the fast path.
@@ -47,16 +28,14 @@ type fastKind uint8
 
 const (
 	notFast     fastKind = iota
-	fastAsIs             // sent as it is: nothing to add
-	fastWithKey          // sent in a copy that carries a key of the Transport's
+	fastAsIs             // nothing to add to the request
+	fastWithKey          // the request needs a key of the Transport's
 )
 
 // fastRequest reports whether and how req itself may take the fast path: a
-// safe method or a key of the caller's own (sent as it is), or a POST or
-// PATCH that needs a key (sent in a copy); a body that can be had again; and
-// a context with nothing that changes the policy (no enclosing loop, no
-// per-request policy); and a bound on the attempt (the base's own, or the
-// context's deadline).
+// safe method or a key of the caller's own, or a POST or PATCH that needs a
+// key; a body that can be had again; and a context with nothing that changes
+// the policy (no enclosing loop, no per-request policy).
 func (t *Transport) fastRequest(req *http.Request) fastKind {
 	kind := fastAsIs
 	switch req.Method {
@@ -76,30 +55,77 @@ func (t *Transport) fastRequest(req *http.Request) fastKind {
 	if inLoop(ctx) || policyOf(ctx) != nil || hasGiveUp(ctx) {
 		return notFast
 	}
-	if !t.bounded {
-		if _, ok := ctx.Deadline(); !ok {
-			return notFast // the attempt needs the default timeout's timer
-		}
-	}
 	return kind
 }
 
-// keyedCopy is the caller's request with a key of the Transport's: the copy
-// and the key's bytes share one allocation, and the round trip, if the
-// first attempt is not the last, carries on with the same key.
-type keyedCopy struct {
-	req    http.Request
-	keyVal [1]string
-	keyBuf [38]byte
+// tryFast makes a request's first attempt: the caller's request as it is
+// when nothing needs changing, else a firstCopy with the key and the
+// attempt's timeout. When the response is plainly a success the round trip
+// costs no more state; otherwise the first attempt's outcome (and the copy
+// it sent) go to the full loop to carry on from.
+func (t *Transport) tryFast(req *http.Request, kind fastKind) (*http.Response, *firstCopy, *firstTry) {
+	ctx := req.Context()
+	deadline, _ := ctx.Deadline()
+	timeout := t.attemptTimeoutFor(&t.cfg, nil, deadline)
+	send, fc := req, (*firstCopy)(nil)
+	var timer stopper
+	if kind == fastWithKey || timeout > 0 {
+		fc, timer = t.newFirstCopy(req, kind == fastWithKey, timeout)
+		send = &fc.req
+	}
+	resp, err := t.base.RoundTrip(send)
+	if timer != nil {
+		timer.Stop() // the body is bounded by the caller's context alone
+		if err != nil && endedByTimer(send.Context(), ctx) {
+			err = &AttemptTimeoutError{Err: err}
+		}
+	}
+	if err != nil || !plainSuccess(resp) {
+		return nil, fc, &firstTry{resp: resp, err: err}
+	}
+	if t.cfg.budget != nil {
+		t.cfg.budget.Succeeded()
+	}
+	if r := fillReport(ctx, 1, nil, outcome{status: resp.StatusCode}); r != nil {
+		r.IdempotencyKey = firstValue(send.Header, t.cfg.http.keyHeader)
+	}
+	if fc != nil && fc.cancel != nil && ctx.Done() != nil {
+		// The attempt's context must end to be released from its parent.
+		cancelWhenClosed(resp, fc.cancel, noop)
+	}
+	return resp, fc, nil
 }
 
-// newKeyedCopy copies req and gives the copy a fresh key in a copy of the
-// caller's header.
-func (t *Transport) newKeyedCopy(req *http.Request) *keyedCopy {
-	k := &keyedCopy{req: *req}
-	k.keyVal[0] = newKeyInto(&k.keyBuf, t.cfg.http.tokenKeys)
-	k.req.Header = withKey(req.Header, t.cfg.http.keyHeader, k.keyVal[:])
-	return k
+// firstCopy is the first attempt's request when the fast path must change
+// the caller's: a copy that carries a key of the Transport's, or a context
+// of its own for the attempt's timer to end, or both. The copy and the key's
+// bytes share one allocation. If the first attempt is not the last, the
+// round trip carries on with the same key and ends the attempt's context as
+// it would one of its own.
+type firstCopy struct {
+	req    http.Request
+	keyVal [1]string // empty: no key added
+	keyBuf [38]byte
+	cancel context.CancelFunc // nil: no context of its own
+}
+
+// newFirstCopy copies req, gives the copy a fresh key in a copy of the
+// caller's header when key is set, and arms a timer that ends the copy's
+// context after timeout, when there is one.
+func (t *Transport) newFirstCopy(req *http.Request, key bool, timeout time.Duration) (*firstCopy, stopper) {
+	fc := &firstCopy{}
+	ctx := req.Context()
+	var timer stopper
+	if timeout > 0 {
+		ctx, fc.cancel = context.WithCancel(ctx)
+		timer = afterFunc(t.cfg.clock, timeout, fc.cancel)
+	}
+	fc.req = *req.WithContext(ctx) // WithContext's own copy stays on the stack
+	if key {
+		fc.keyVal[0] = newKeyInto(&fc.keyBuf, t.cfg.http.tokenKeys)
+		fc.req.Header = withKey(req.Header, t.cfg.http.keyHeader, fc.keyVal[:])
+	}
+	return fc, timer
 }
 
 // hasGiveUp reports whether ctx belongs to a request served by

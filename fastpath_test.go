@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,7 +156,7 @@ type unboundedBase struct{ s *scriptedBase }
 
 func (u unboundedBase) RoundTrip(r *http.Request) (*http.Response, error) { return u.s.RoundTrip(r) }
 
-func TestFastPathOverAnUnboundedBaseNeedsADeadline(t *testing.T) {
+func TestFastPathOverAnUnboundedBaseGivesTheAttemptATimer(t *testing.T) {
 	base := &scriptedBase{script: []int{200}}
 	client := &http.Client{Transport: retry.NewTransport(unboundedBase{base})}
 
@@ -172,6 +173,75 @@ func TestFastPathOverAnUnboundedBaseNeedsADeadline(t *testing.T) {
 	require.NoError(t, err)
 	readAll(t, resp)
 	sent := base.seen[1]
-	assert.NotSame(t, req, sent, "without a deadline the attempt gets a context with the default timeout")
+	assert.NotSame(t, req, sent, "without a deadline the attempt goes in a copy with a context of its own")
 	assert.NotNil(t, sent.Context().Done())
+	assert.NoError(t, sent.Context().Err(), "its timer was stopped when the response came")
+}
+
+func TestFastPathAttemptTimeoutHandsTheRetryToTheLoop(t *testing.T) {
+	clk := newAutoClock()
+	started := make(chan struct{}, 2)
+	var calls atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		started <- struct{}{}
+		if calls.Add(1) == 1 {
+			<-r.Context().Done() // the first attempt hangs until its timer ends it
+			return nil, r.Context().Err()
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("second")), Request: r}, nil
+	})
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk))}
+	var rep retry.Report
+	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", strings.NewReader("charge"))
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result)
+	go func() {
+		resp, err := client.Do(req)
+		done <- result{resp, err}
+	}()
+	<-started
+	clk.Add(retry.DefaultAttemptTimeout)
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, "second", readAll(t, r.resp))
+	assert.Equal(t, 2, rep.Attempts)
+	assert.Equal(t, r.resp.Request.Header.Get("Idempotency-Key"), rep.IdempotencyKey)
+	assert.NotEmpty(t, rep.IdempotencyKey, "the loop keeps the key of the timed-out first attempt")
+}
+
+func TestFastPathAttemptContextEndsWhenTheBodyIsClosed(t *testing.T) {
+	clk := newAutoClock()
+	base := &scriptedBase{script: []int{200}}
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk), retry.WithAttemptTimeout(time.Second))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://mem.test/", nil)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.Len(t, base.seen, 1)
+	attemptCtx := base.seen[0].Context()
+	assert.NotSame(t, req, base.seen[0], "an attempt timeout needs a context of the attempt's own")
+
+	clk.Add(2 * time.Second)
+	assert.NoError(t, attemptCtx.Err(), "the timeout bounds the wait for the response, not the reading of its body")
+	assert.Equal(t, "body", readAll(t, resp))
+	assert.ErrorIs(t, attemptCtx.Err(), context.Canceled, "closing the body releases the attempt's context")
+}
+
+func TestFastPathAttemptThatFailedIsReleasedByTheLoop(t *testing.T) {
+	base := &scriptedBase{script: []int{503, 200}}
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithAttemptTimeout(time.Second))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://mem.test/", nil)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.Len(t, base.seen, 2)
+	assert.ErrorIs(t, base.seen[0].Context().Err(), context.Canceled, "the retried attempt's context ended with it")
+	assert.NoError(t, base.seen[1].Context().Err())
+	readAll(t, resp)
+	assert.ErrorIs(t, base.seen[1].Context().Err(), context.Canceled)
 }

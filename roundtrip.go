@@ -41,16 +41,15 @@ type roundTrip struct {
 	// it is stopped when the response arrives, so reading the body is
 	// bounded only by the total deadline.
 	attemptTimer stopper
-	timedOut     atomic.Bool
 	sent         bool
 
 	keyVal [1]string
 	keyBuf [38]byte
 
 	// first is the outcome of a first attempt already made by the fast path;
-	// keyedCopy, when that attempt was a copy with a key of ours.
+	// firstCopy, the request it sent when that was not the caller's own.
 	first     *firstTry
-	keyedCopy *keyedCopy
+	firstCopy *firstCopy
 }
 
 func newRoundTrip(t *Transport, req *http.Request) *roundTrip {
@@ -105,6 +104,11 @@ func (rt *roundTrip) do() (*http.Response, error) {
 	rt.deadline = c.deadline(parent)
 	rt.Context, rt.cancelLoop = withTotalDeadline(parent, c.clock, rt.deadline)
 	rt.cancels = rt.Context != parent
+	if fc := rt.firstCopy; fc != nil && fc.cancel != nil {
+		// The fast path's attempt has a context of its own to end.
+		rt.cancelAttempt = fc.cancel
+		rt.cancels = rt.cancels || parent.Done() != nil
+	}
 	rt.reqCtx = rt.Context
 	if rt.t.replaysHidden {
 		// net/http's Transport replays some requests on its own; a trace
@@ -171,9 +175,9 @@ func (rt *roundTrip) classifyRequest(newKey func() string) {
 		rt.keyed = true
 		return
 	}
-	if k := rt.keyedCopy; k != nil {
+	if fc := rt.firstCopy; fc != nil && fc.keyVal[0] != "" {
 		// The fast path's first attempt carried this key: keep it.
-		rt.header = k.req.Header
+		rt.header = fc.req.Header
 		rt.keyed, rt.keyAdded = true, true
 		return
 	}
@@ -237,7 +241,7 @@ func (rt *roundTrip) attempt(n int) outcome {
 		legs = 1
 	)
 	if n == 1 && rt.first != nil {
-		// Sent already, as it is, by the fast path.
+		// Sent already by the fast path, its timer stopped.
 		resp, err = rt.first.resp, rt.first.err
 		rt.first, rt.sent = nil, true
 	} else {
@@ -251,12 +255,12 @@ func (rt *roundTrip) attempt(n int) outcome {
 		} else {
 			resp, err = rt.send(req)
 		}
-	}
-	if rt.attemptTimer != nil {
-		rt.attemptTimer.Stop()
-		rt.attemptTimer = nil
-		if err != nil && rt.timedOut.Load() {
-			err = &AttemptTimeoutError{Err: err}
+		if rt.attemptTimer != nil {
+			rt.attemptTimer.Stop()
+			rt.attemptTimer = nil
+			if err != nil && endedByTimer(req.Context(), rt.Context) {
+				err = &AttemptTimeoutError{Err: err}
+			}
 		}
 	}
 	o := outcome{hidden: rt.tracer.hidden(legs), hedges: legs - 1}
@@ -283,11 +287,7 @@ func (rt *roundTrip) request(n int) (*http.Request, error) {
 	if d := rt.attemptTimeout(); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
-		rt.timedOut.Store(false)
-		rt.attemptTimer = afterFunc(rt.c.clock, d, func() {
-			rt.timedOut.Store(true)
-			cancel()
-		})
+		rt.attemptTimer = afterFunc(rt.c.clock, d, cancel)
 		rt.cancelAttempt = cancel
 		// A context under a cancellable parent must be cancelled to be
 		// released, so the response body will do it; under a parent that
@@ -319,24 +319,9 @@ func (rt *roundTrip) request(n int) (*http.Request, error) {
 	return req, nil
 }
 
-// attemptTimeout is the time one attempt may wait for its response.
-// It is the learned timeout with WithAdaptiveTimeout, else the configured
-// one, else DefaultAttemptTimeout when there is no deadline and the base
-// does not bound the wait itself; never beyond the deadline. 0: no timer.
+// attemptTimeout is the time the next attempt may wait for its response.
 func (rt *roundTrip) attemptTimeout() time.Duration {
-	c := rt.c
-	var d time.Duration
-	switch {
-	case c.adaptive.timeout:
-		d = c.adaptive.attemptTimeoutFor(rt.estimate)
-	case c.attemptTimeout > 0:
-		d = c.attemptTimeout
-	case rt.deadline.IsZero() && !rt.t.bounded:
-		d = DefaultAttemptTimeout
-	default:
-		return 0
-	}
-	return attemptTimeout(d, rt.deadline, c.clock.Now())
+	return rt.t.attemptTimeoutFor(rt.c, rt.estimate, rt.deadline)
 }
 
 // send makes one request of the base transport, timing it for the host's
@@ -419,9 +404,8 @@ func (rt *roundTrip) discard() {
 // ends the attempt's and the loop's contexts.
 func (rt *roundTrip) handBack() *http.Response {
 	resp := rt.resp
-	if !rt.cancels || resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		return resp
+	if rt.cancels {
+		cancelWhenClosed(resp, rt.cancelAttempt, rt.cancelLoop)
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: [2]context.CancelFunc{rt.cancelAttempt, rt.cancelLoop}}
 	return resp
 }

@@ -103,23 +103,17 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var (
 		first *firstTry
-		keyed *keyedCopy
-		resp  *http.Response
+		fc    *firstCopy
 	)
 	if t.fast {
-		switch t.fastRequest(req) {
-		case fastAsIs:
-			if resp, first = t.tryFast(req); first == nil {
-				return resp, nil
-			}
-		case fastWithKey:
-			keyed = t.newKeyedCopy(req)
-			if resp, first = t.tryFast(&keyed.req); first == nil {
+		if kind := t.fastRequest(req); kind != notFast {
+			var resp *http.Response
+			if resp, fc, first = t.tryFast(req, kind); first == nil {
 				return resp, nil
 			}
 		}
 	}
 	rt := newRoundTrip(t, req)
-	rt.first, rt.keyedCopy = first, keyed
+	rt.first, rt.firstCopy = first, fc
 	return rt.do()
 }
