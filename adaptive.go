@@ -167,6 +167,20 @@ func (t *Transport) attemptTimeoutFor(c *config, estimate *latencyEstimate, dead
 	return attemptTimeout(d, deadline, c.clock.Now())
 }
 
+// sendMeasured makes one request of the base transport and, when an
+// estimate is kept for its host, adds the time to its response to it.
+func (t *Transport) sendMeasured(c *config, estimate *latencyEstimate, req *http.Request) (*http.Response, error) {
+	if estimate == nil {
+		return t.base.RoundTrip(req)
+	}
+	start := c.clock.Now()
+	resp, err := t.base.RoundTrip(req)
+	if err == nil {
+		estimate.Observe(c.clock.Since(start))
+	}
+	return resp, err
+}
+
 // endedByTimer reports whether an attempt whose context is attempt, below
 // the loop's context loop, was ended by its own timer: its context is done
 // and nothing above it is (its other canceller, the Transport, has not

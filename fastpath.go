@@ -15,11 +15,12 @@ type firstTry struct {
 
 // fastEligible reports whether the Transport's policy lets a request's first
 // attempt go to the base before any round-trip state is built: nothing in
-// the policy needs to watch the attempt beyond a timer (no trace, no latency
-// to measure, no hook to call, no total deadline to derive).
+// the policy needs to watch the attempt beyond a timer and a latency
+// measurement (no trace, no hedge, no hook to call, no total deadline to
+// derive).
 func (t *Transport) fastEligible() bool {
 	c := &t.cfg
-	return !t.replaysHidden && !c.adaptive.measures() && c.totalTimeout == 0 &&
+	return !t.replaysHidden && !c.adaptive.hedge && c.totalTimeout == 0 &&
 		c.onAttempt == nil && c.onRetry == nil && c.logger == nil
 }
 
@@ -64,16 +65,21 @@ func (t *Transport) fastRequest(req *http.Request) fastKind {
 // costs no more state; otherwise the first attempt's outcome (and the copy
 // it sent) go to the full loop to carry on from.
 func (t *Transport) tryFast(req *http.Request, kind fastKind) (*http.Response, *firstCopy, *firstTry) {
+	c := &t.cfg
 	ctx := req.Context()
 	deadline, _ := ctx.Deadline()
-	timeout := t.attemptTimeoutFor(&t.cfg, nil, deadline)
+	var estimate *latencyEstimate
+	if c.adaptive.timeout {
+		estimate = t.latency.For(req.URL.Host)
+	}
+	timeout := t.attemptTimeoutFor(c, estimate, deadline)
 	send, fc := req, (*firstCopy)(nil)
 	var timer stopper
 	if kind == fastWithKey || timeout > 0 {
 		fc, timer = t.newFirstCopy(req, kind == fastWithKey, timeout)
 		send = &fc.req
 	}
-	resp, err := t.base.RoundTrip(send)
+	resp, err := t.sendMeasured(c, estimate, send)
 	if timer != nil {
 		timer.Stop() // the body is bounded by the caller's context alone
 		if err != nil && endedByTimer(send.Context(), ctx) {
@@ -83,11 +89,11 @@ func (t *Transport) tryFast(req *http.Request, kind fastKind) (*http.Response, *
 	if err != nil || !plainSuccess(resp) {
 		return nil, fc, &firstTry{resp: resp, err: err}
 	}
-	if t.cfg.budget != nil {
-		t.cfg.budget.Succeeded()
+	if c.budget != nil {
+		c.budget.Succeeded()
 	}
 	if r := fillReport(ctx, 1, nil, outcome{status: resp.StatusCode}); r != nil {
-		r.IdempotencyKey = firstValue(send.Header, t.cfg.http.keyHeader)
+		r.IdempotencyKey = firstValue(send.Header, c.http.keyHeader)
 	}
 	if fc != nil && fc.cancel != nil && ctx.Done() != nil {
 		// The attempt's context must end to be released from its parent.

@@ -245,3 +245,47 @@ func TestFastPathAttemptThatFailedIsReleasedByTheLoop(t *testing.T) {
 	readAll(t, resp)
 	assert.ErrorIs(t, base.seen[1].Context().Err(), context.Canceled)
 }
+
+func TestFastPathLearnsLatencyForAdaptiveTimeouts(t *testing.T) {
+	clk := newAutoClock()
+	const warmup = 100
+	var n atomic.Int32
+	hung := make(chan *http.Request, 1)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if n.Add(1) == warmup+1 {
+			hung <- r
+			<-r.Context().Done() // hangs until abandoned
+			return nil, r.Context().Err()
+		}
+		clk.Add(5 * time.Millisecond) // every other answer takes 5 ms
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk),
+		retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{Floor: time.Millisecond}))}
+	for range warmup {
+		resp, err := client.Get("http://mem.test/")
+		require.NoError(t, err)
+		readAll(t, resp)
+	}
+
+	var rep retry.Report
+	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", "http://mem.test/", nil)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	r := <-hung
+	// Learned from the first attempts: 3 x p99.9 of 5 ms (bucket bound 5.12 ms) = 15.4 ms.
+	clk.Add(16 * time.Millisecond)
+	select {
+	case <-r.Context().Done():
+	case <-time.After(10 * time.Second): // a guard against a hang, not a measurement
+		t.Fatal("the attempt was not abandoned at the timeout learned from fast-path attempts")
+	}
+	require.NoError(t, <-done)
+	assert.Equal(t, 2, rep.Attempts)
+}

@@ -327,15 +327,7 @@ func (rt *roundTrip) attemptTimeout() time.Duration {
 // send makes one request of the base transport, timing it for the host's
 // latency estimate when one is kept.
 func (rt *roundTrip) send(req *http.Request) (*http.Response, error) {
-	if rt.estimate == nil {
-		return rt.t.base.RoundTrip(req)
-	}
-	start := rt.c.clock.Now()
-	resp, err := rt.t.base.RoundTrip(req)
-	if err == nil {
-		rt.estimate.Observe(rt.c.clock.Since(start))
-	}
-	return resp, err
+	return rt.t.sendMeasured(rt.c, rt.estimate, req)
 }
 
 // classifyError decides whether a transport error may be retried.
