@@ -36,7 +36,9 @@ const (
 // fastRequest reports whether and how req itself may take the fast path: a
 // safe method or a key of the caller's own, or a POST or PATCH that needs a
 // key; a body that can be had again; and a context with nothing that changes
-// the policy (no enclosing loop, no per-request policy).
+// the policy (no enclosing loop, no per-request policy). A request served by
+// PushbackMiddleware may go too: a first attempt that ends the round trip
+// is a success, and a give-up is noted by the full loop it hands over to.
 func (t *Transport) fastRequest(req *http.Request) fastKind {
 	kind := fastAsIs
 	switch req.Method {
@@ -53,7 +55,7 @@ func (t *Transport) fastRequest(req *http.Request) fastKind {
 		return notFast
 	}
 	ctx := req.Context()
-	if inLoop(ctx) || policyOf(ctx) != nil || hasGiveUp(ctx) {
+	if inLoop(ctx) || policyOf(ctx) != nil {
 		return notFast
 	}
 	return kind
@@ -132,12 +134,6 @@ func (t *Transport) newFirstCopy(req *http.Request, key bool, timeout time.Durat
 		fc.req.Header = withKey(req.Header, t.cfg.http.keyHeader, fc.keyVal[:])
 	}
 	return fc, timer
-}
-
-// hasGiveUp reports whether ctx belongs to a request served by
-// PushbackMiddleware (a give-up must be noted there, so take the full path).
-func hasGiveUp(ctx context.Context) bool {
-	return ctx.Value(giveUpKey{}) != nil
 }
 
 // plainSuccess reports whether a response ends the round trip with no

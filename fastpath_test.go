@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -288,4 +289,35 @@ func TestFastPathLearnsLatencyForAdaptiveTimeouts(t *testing.T) {
 	}
 	require.NoError(t, <-done)
 	assert.Equal(t, 2, rep.Attempts)
+}
+
+func TestFastPathInsidePushbackMiddlewareStillReportsAGiveUp(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		script   []int
+		fast     bool
+		pushback string
+	}{
+		{"success", []int{200}, true, ""},
+		{"give-up", []int{503}, false, "exhausted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &scriptedBase{script: tc.script}
+			client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithMaxAttempts(2))}
+			handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				out, _ := http.NewRequestWithContext(r.Context(), "GET", "http://dependency.test/", nil)
+				resp, err := client.Do(out)
+				require.NoError(t, err)
+				readAll(t, resp)
+				if tc.fast {
+					assert.Same(t, out, base.seen[0], "the first attempt went as it is")
+				}
+				w.WriteHeader(resp.StatusCode)
+			}))
+			rec := httptest.NewRecorder()
+			handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			assert.Equal(t, tc.script[0], rec.Code)
+			assert.Equal(t, tc.pushback, rec.Header().Get(retry.PushbackHeader))
+		})
+	}
 }
