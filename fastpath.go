@@ -41,15 +41,12 @@ const (
 // is a success, and a give-up is noted by the full loop it hands over to.
 func (t *Transport) fastRequest(req *http.Request) fastKind {
 	kind := fastAsIs
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	switch {
+	case idempotentMethod(req.Method), t.cfg.hasKey(req.Header):
+	case t.cfg.needsKey(req.Method, req.Header):
+		kind = fastWithKey
 	default:
-		if !t.cfg.hasKey(req.Header) {
-			if t.cfg.http.noKeys || (req.Method != http.MethodPost && req.Method != http.MethodPatch) {
-				return notFast
-			}
-			kind = fastWithKey
-		}
+		return notFast // retried only if provably never sent: the full loop decides
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return notFast
@@ -69,12 +66,17 @@ func (t *Transport) fastRequest(req *http.Request) fastKind {
 func (t *Transport) tryFast(req *http.Request, kind fastKind) (*http.Response, *firstCopy, *firstTry) {
 	c := &t.cfg
 	ctx := req.Context()
-	deadline, _ := ctx.Deadline()
-	var estimate *latencyEstimate
-	if c.adaptive.timeout {
-		estimate = t.latency.For(req.URL.Host)
+	var (
+		estimate *latencyEstimate
+		timeout  time.Duration
+	)
+	if t.mayTimeAttempts {
+		if c.adaptive.timeout {
+			estimate = t.latency.For(req.URL.Host)
+		}
+		deadline, _ := ctx.Deadline()
+		timeout = t.attemptTimeoutFor(c, estimate, deadline)
 	}
-	timeout := t.attemptTimeoutFor(c, estimate, deadline)
 	send, fc := req, (*firstCopy)(nil)
 	var timer stopper
 	if kind == fastWithKey || timeout > 0 {

@@ -71,6 +71,23 @@ func (c *config) formatKey(key string) string {
 	return `"` + key + `"`
 }
 
+// idempotentMethod reports whether a request with this method may be
+// repeated as it is (RFC 9110's idempotent methods; "" means GET).
+func idempotentMethod(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// needsKey reports whether a request with this method and header gets a key
+// of the Transport's: a POST or PATCH without one, while keys are on.
+func (c *config) needsKey(method string, h http.Header) bool {
+	return !c.http.noKeys && (method == http.MethodPost || method == http.MethodPatch) && !c.hasKey(h)
+}
+
 // hasKey reports whether the request already carries a key. The header name
 // is kept in canonical form, so this is one map lookup.
 func (c *config) hasKey(h http.Header) bool {

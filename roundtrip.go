@@ -166,11 +166,7 @@ func (rt *roundTrip) applyPolicy(p *requestPolicy) *config {
 func (rt *roundTrip) classifyRequest(newKey func() string) {
 	c, req := rt.c, rt.orig
 	rt.header = req.Header
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		rt.idempotent = true
-	}
+	rt.idempotent = idempotentMethod(req.Method)
 	if c.hasKey(req.Header) {
 		rt.keyed = true
 		return
@@ -181,7 +177,7 @@ func (rt *roundTrip) classifyRequest(newKey func() string) {
 		rt.keyed, rt.keyAdded = true, true
 		return
 	}
-	if !c.http.noKeys && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
+	if c.needsKey(req.Method, req.Header) {
 		rt.keyVal[0] = newKey()
 		rt.header = withKey(req.Header, c.http.keyHeader, rt.keyVal[:])
 		rt.keyed, rt.keyAdded = true, true

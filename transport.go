@@ -51,6 +51,9 @@ type Transport struct {
 	latency *latencyByHost
 	// fast: the policy lets a request's first attempt go straight to the base.
 	fast bool
+	// mayTimeAttempts: some attempt may need a timer of the Transport's
+	// (see attemptTimeoutFor); when false the fast path asks nothing about it.
+	mayTimeAttempts bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -76,6 +79,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		t.latency = newLatencyByHost(c.adaptive.quantile, c.adaptive.hedgeQuantile)
 	}
 	t.fast = t.fastEligible()
+	t.mayTimeAttempts = c.adaptive.timeout || c.attemptTimeout > 0 || !t.bounded
 	return t
 }
 
