@@ -1,18 +1,16 @@
 package retry
 
 import (
-	"context"
-	"net/http"
 	"time"
 )
 
-// DefaultAttemptTimeout bounds the wait for a response when neither a
-// deadline nor WithAttemptTimeout (nor WithAdaptiveTimeout) says otherwise:
-// no attempt of a Transport is ever unbounded. It covers the wait for the
-// response's headers, not the reading of its body. For a Transport made with
-// a nil base it is the cloned transport's ResponseHeaderTimeout, at no cost
-// per request; for another base it is a timer per attempt, unless the base
-// bounds its attempts itself (see AttemptBounder).
+// DefaultAttemptTimeout bounds the wait for a response when nothing else
+// does (no deadline, no WithAttemptTimeout or WithAdaptiveTimeout, and a
+// base that is not an *http.Transport with a ResponseHeaderTimeout): no
+// attempt of a Transport is ever unbounded. It covers the wait for the
+// response's headers, not the reading of its body, and it is a timer per
+// attempt. An attempt it cuts off ends in an *AttemptTimeoutError, like any
+// other attempt timeout of the Transport.
 const DefaultAttemptTimeout = 30 * time.Second
 
 // AdaptiveTimeout sets each attempt's timeout from the latency the
@@ -76,6 +74,7 @@ func WithAdaptiveTimeout(a AdaptiveTimeout) Option {
 	if !(a.Multiplier >= 1) {
 		a.Multiplier = 3
 	}
+	a.Multiplier = min(a.Multiplier, 1e6) // +Inf too: the ceiling bounds the timeout anyway
 	if a.Floor <= 0 {
 		a.Floor = 50 * time.Millisecond
 	}
@@ -123,8 +122,10 @@ func (a *adaptiveConfig) attemptTimeoutFor(e *latencyEstimate) time.Duration {
 	if e == nil || e.Samples() < a.minSamples {
 		return a.initial
 	}
-	d := time.Duration(float64(e.High()) * a.multiplier)
-	return min(max(d, a.floor), a.ceiling)
+	// Clamped in float64: a huge multiplier must give the ceiling, not
+	// an overflowed duration.
+	d := float64(e.High()) * a.multiplier
+	return time.Duration(min(max(d, float64(a.floor)), float64(a.ceiling)))
 }
 
 // hedgeDelayFor returns how long to wait before hedging.
@@ -133,78 +134,4 @@ func (a *adaptiveConfig) hedgeDelayFor(e *latencyEstimate) time.Duration {
 		return a.hedgeMinDelay
 	}
 	return max(e.HedgeDelay(), a.hedgeMinDelay)
-}
-
-// withHeaderTimeout gives a transport the Transport made for itself the
-// finite default wait for response headers.
-func withHeaderTimeout(t *http.Transport) *http.Transport {
-	if t.ResponseHeaderTimeout == 0 {
-		t.ResponseHeaderTimeout = DefaultAttemptTimeout
-	}
-	return t
-}
-
-// attemptTimeoutFor is the time one attempt under policy c may wait for its
-// response: the learned timeout (from estimate) with WithAdaptiveTimeout,
-// else the configured one, else DefaultAttemptTimeout when there is no
-// deadline and the base does not bound the wait itself; never beyond the
-// deadline (zero: none). 0 means no timer.
-func (t *Transport) attemptTimeoutFor(c *config, estimate *latencyEstimate, deadline time.Time) time.Duration {
-	var d time.Duration
-	switch {
-	case c.adaptive.timeout:
-		d = c.adaptive.attemptTimeoutFor(estimate)
-	case c.attemptTimeout > 0:
-		d = c.attemptTimeout
-	case deadline.IsZero() && !t.bounded:
-		d = DefaultAttemptTimeout
-	default:
-		return 0
-	}
-	if deadline.IsZero() {
-		return d
-	}
-	return attemptTimeout(d, deadline, c.clock.Now())
-}
-
-// sendMeasured makes one request of the base transport and, when an
-// estimate is kept for its host, adds the time to its response to it.
-func (t *Transport) sendMeasured(c *config, estimate *latencyEstimate, req *http.Request) (*http.Response, error) {
-	if estimate == nil {
-		return t.base.RoundTrip(req)
-	}
-	start := c.clock.Now()
-	resp, err := t.base.RoundTrip(req)
-	if err == nil {
-		estimate.Observe(c.clock.Since(start))
-	}
-	return resp, err
-}
-
-// endedByTimer reports whether an attempt whose context is attempt, below
-// the loop's context loop, was ended by its own timer: its context is done
-// and nothing above it is (its other canceller, the Transport, has not
-// acted yet when this is asked).
-func endedByTimer(attempt, loop context.Context) bool {
-	return attempt.Err() != nil && loop.Err() == nil
-}
-
-// AttemptBounder is implemented by a base RoundTripper that bounds every
-// request itself (an in-memory transport, or one with its own timeouts):
-// when BoundsAttempts returns true, the Transport adds no timer of its own
-// for DefaultAttemptTimeout. An *http.Transport counts as bounded when its
-// ResponseHeaderTimeout is set.
-type AttemptBounder interface {
-	BoundsAttempts() bool
-}
-
-// boundedBase reports whether base bounds the wait for headers on its own.
-func boundedBase(base http.RoundTripper) bool {
-	switch b := base.(type) {
-	case *http.Transport:
-		return b.ResponseHeaderTimeout > 0
-	case AttemptBounder:
-		return b.BoundsAttempts()
-	}
-	return false
 }

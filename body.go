@@ -7,12 +7,110 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // ErrBodyNotReplayable: the request's body cannot be sent again (it has no
-// GetBody and was larger than the buffer limit, or was not read to its end),
-// so the request is not retried.
+// GetBody and was larger than the buffer limit, or the base transport did
+// not read it to its end, or GetBody failed), so the request is not
+// retried: the last response (or error) is handed back as it is.
 var ErrBodyNotReplayable = errors.New("retry: request body cannot be replayed")
+
+// bodySource gives every attempt of one request its body.
+type bodySource struct {
+	orig    io.ReadCloser // the caller's body; nil or http.NoBody for none
+	none    bool          // the request has no body
+	getBody func() (io.ReadCloser, error)
+	rec     *recordingBody
+	// once: the body can be sent a single time (too large to buffer).
+	once bool
+	// next is the body readied for the next attempt, and its GetBody.
+	next    io.ReadCloser
+	nextGet func() (io.ReadCloser, error)
+}
+
+// newBodySource decides how req's body will be replayed.
+func newBodySource(req *http.Request, limit int64) bodySource {
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		return bodySource{orig: req.Body, none: true}
+	case req.GetBody != nil:
+		return bodySource{orig: req.Body, getBody: req.GetBody}
+	case limit <= 0 || req.ContentLength > limit:
+		return bodySource{orig: req.Body, once: true}
+	default:
+		return bodySource{orig: req.Body, rec: newRecordingBody(req.Body, req.ContentLength, limit)}
+	}
+}
+
+// forAttempt returns the body of attempt n and the GetBody to offer the
+// base transport for its own replays: the caller's (recorded if need be)
+// for the first, the one readied by ready for a later one.
+func (s *bodySource) forAttempt(n int) (io.ReadCloser, func() (io.ReadCloser, error)) {
+	switch {
+	case s.none:
+		return s.orig, nil
+	case n == 1 && s.rec != nil:
+		return s.rec, nil
+	case n == 1:
+		return s.orig, s.getBody
+	}
+	b, get := s.next, s.nextGet
+	s.next, s.nextGet = nil, nil
+	return b, get
+}
+
+// atOnce reports whether the body can be had again at any moment, as a
+// hedge needs it: there is none, or it has GetBody.
+func (s *bodySource) atOnce() bool {
+	return s.none || s.getBody != nil
+}
+
+// ready gets the body of the next attempt now, so that a retry is decided
+// only when its body can be had: from GetBody, or from the recording of the
+// first attempt's body once the base transport is done with it (waiting at
+// most bound for that). It reports false when the body cannot be had.
+func (s *bodySource) ready(ctx context.Context, clk clock.Clock, bound time.Duration) bool {
+	switch {
+	case s.none, s.next != nil:
+		return true
+	case s.getBody != nil:
+		b, err := s.getBody()
+		if err != nil {
+			return false
+		}
+		s.next, s.nextGet = b, s.getBody
+		return true
+	case s.rec != nil:
+		buf, ok := s.rec.replay(ctx, clk, bound)
+		if !ok {
+			return false
+		}
+		get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+		s.next, _ = get()
+		s.nextGet = get
+		return true
+	}
+	return false
+}
+
+// release closes a body readied for an attempt that was never made.
+func (s *bodySource) release() {
+	if s.next != nil {
+		s.next.Close()
+		s.next, s.nextGet = nil, nil
+	}
+}
+
+// closeUnsent closes the caller's body when no attempt was ever sent with
+// it (RoundTrip must always close the request body).
+func (s *bodySource) closeUnsent() {
+	if !s.none {
+		s.orig.Close()
+	}
+}
 
 // recordingBody passes the caller's body through to the first attempt and
 // keeps a copy, up to a limit, so later attempts can replay it. The copy is
@@ -31,10 +129,14 @@ type recordingBody struct {
 	done chan struct{}
 }
 
+// recordingChunk is the most a recording reserves before bytes arrive: its
+// buffer grows with what is read, never with what the request declares.
+const recordingChunk = 4 << 10
+
 func newRecordingBody(body io.ReadCloser, size, limit int64) *recordingBody {
 	rb := &recordingBody{body: body, limit: limit, done: make(chan struct{})}
 	if size > 0 && size <= limit {
-		rb.buf = make([]byte, 0, size)
+		rb.buf = make([]byte, 0, min(size, recordingChunk))
 	}
 	return rb
 }
@@ -80,12 +182,11 @@ func (rb *recordingBody) Close() error {
 	return rb.body.Close()
 }
 
-// replay waits until the base transport is finished with the body (or ctx
-// ends) and returns the whole body, if it was read to its end within the limit.
-func (rb *recordingBody) replay(ctx context.Context) ([]byte, bool) {
-	select {
-	case <-rb.done:
-	case <-ctx.Done():
+// replay waits until the base transport is finished with the body (at most
+// bound, and not after ctx ends) and returns the whole body, if it was read
+// to its end within the limit.
+func (rb *recordingBody) replay(ctx context.Context, clk clock.Clock, bound time.Duration) ([]byte, bool) {
+	if !waitClosed(rb.done, ctx, clk, bound) {
 		return nil, false
 	}
 	rb.mu.Lock()
@@ -93,120 +194,25 @@ func (rb *recordingBody) replay(ctx context.Context) ([]byte, bool) {
 	return rb.buf, rb.eof && !rb.over
 }
 
-// overLimit reports whether the body already outgrew the buffer.
-func (rb *recordingBody) overLimit() bool {
-	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	return rb.over
-}
-
-// bodySource gives every attempt of one request its body.
-type bodySource struct {
-	orig    io.ReadCloser
-	getBody func() (io.ReadCloser, error)
-	rec     *recordingBody
-	// once: the body can be sent a single time (too large to buffer).
-	once bool
-}
-
-// newBodySource decides how req's body will be replayed.
-func newBodySource(req *http.Request, limit int64) bodySource {
-	switch {
-	case req.Body == nil || req.Body == http.NoBody:
-		return bodySource{}
-	case req.GetBody != nil:
-		return bodySource{orig: req.Body, getBody: req.GetBody}
-	case limit <= 0 || req.ContentLength > limit:
-		return bodySource{orig: req.Body, once: true}
-	default:
-		rec := newRecordingBody(req.Body, req.ContentLength, limit)
-		return bodySource{orig: req.Body, rec: rec}
-	}
-}
-
-// first returns the body of the first attempt and the GetBody to offer the
-// base transport for its own replays.
-func (s *bodySource) first() (io.ReadCloser, func() (io.ReadCloser, error)) {
-	if s.rec != nil {
-		return s.rec, nil
-	}
-	return s.orig, s.getBody
-}
-
-// replayable reports whether a later attempt may have the body again. A
-// recorded body is known for sure only when the next attempt asks for it.
-func (s *bodySource) replayable() bool {
-	switch {
-	case s.orig == nil, s.getBody != nil:
+// waitClosed waits until done is closed, for at most bound on clk and not
+// after ctx ends, and reports whether it was.
+func waitClosed(done <-chan struct{}, ctx context.Context, clk clock.Clock, bound time.Duration) bool {
+	select {
+	case <-done:
 		return true
-	case s.rec != nil:
-		return !s.rec.overLimit()
+	default:
+	}
+	if bound <= 0 {
+		return false
+	}
+	expired := make(chan struct{})
+	t := afterFunc(clk, bound, func() { close(expired) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	case <-expired:
 	}
 	return false
-}
-
-// again returns the body of a later attempt and its GetBody.
-func (s *bodySource) again(ctx context.Context) (io.ReadCloser, func() (io.ReadCloser, error), error) {
-	switch {
-	case s.orig == nil:
-		return s.orig, nil, nil
-	case s.getBody != nil:
-		b, err := s.getBody()
-		return b, s.getBody, err
-	case s.rec != nil:
-		if buf, ok := s.rec.replay(ctx); ok {
-			get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
-			b, _ := get()
-			return b, get, nil
-		}
-	}
-	return nil, nil, ErrBodyNotReplayable
-}
-
-// closeUnsent closes the caller's body when no attempt was ever sent with
-// it (RoundTrip must always close the request body).
-func (s *bodySource) closeUnsent() {
-	if s.orig != nil {
-		s.orig.Close()
-	}
-}
-
-// drain reads up to limit bytes of a response body that will not be used
-// and closes it, so its connection goes back to the pool.
-func drain(resp *http.Response, limit int64) {
-	if resp == nil || resp.Body == nil {
-		return
-	}
-	if limit > 0 {
-		io.CopyN(io.Discard, resp.Body, limit)
-	}
-	resp.Body.Close()
-}
-
-// cancelWhenClosed makes closing resp's body call cancel and then: the
-// contexts of the attempt that brought it end when the caller is done with
-// it. A switching-protocols body (a connection the caller now owns) is left
-// as it is.
-func cancelWhenClosed(resp *http.Response, cancel, then context.CancelFunc) {
-	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		return
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: [2]context.CancelFunc{cancel, then}}
-}
-
-// cancelOnClose ends an attempt's contexts when the caller closes the
-// response body, not when RoundTrip returns, so timeouts never cut off a
-// body the caller is still reading.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel [2]context.CancelFunc
-}
-
-// Close closes the body, then cancels the contexts.
-func (b *cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	for _, c := range b.cancel {
-		c()
-	}
-	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reasons why a retry loop stopped without success. An *Error carries exactly
@@ -23,9 +24,12 @@ var (
 	// request is not idempotent, carries no key and may have reached the
 	// server, so repeating it could repeat its effect.
 	ErrNotIdempotent = errors.New("retry: request may have been processed and is not idempotent")
-	// ErrPushback: the server asked for a wait longer than the policy allows
-	// (Retry-After over the cap), or said not to retry at all.
+	// ErrPushback: the server said not to retry at all (see PushbackHeader).
 	ErrPushback = errors.New("retry: server pushback")
+	// ErrRetryAfterTooLong: the server asked for a wait (Retry-After, or a
+	// RetryAfter marker) longer than WithMaxRetryAfter allows; with
+	// WithMaxRetryAfter(0), any requested wait, Retry-After: 0 included.
+	ErrRetryAfterTooLong = errors.New("retry: requested wait too long")
 )
 
 // Error is the error returned when a retry loop stops without success. It
@@ -37,8 +41,8 @@ type Error struct {
 	// Attempts is the number of times the operation was called.
 	Attempts int
 	// Reason is one of ErrAttemptsExhausted, ErrDeadline, ErrBudgetDenied,
-	// ErrPermanent, ErrCancelled, ErrPushback, ErrNotIdempotent or
-	// ErrBodyNotReplayable.
+	// ErrPermanent, ErrCancelled, ErrPushback, ErrRetryAfterTooLong,
+	// ErrNotIdempotent or ErrBodyNotReplayable.
 	Reason error
 	// Last is the error of the last attempt (with markers such as Permanent
 	// removed). It is nil only when the loop stopped before the first attempt.
@@ -84,18 +88,28 @@ func newError(ctx context.Context, attempts int, reason, last error) *Error {
 }
 
 // AttemptTimeoutError is the error of an HTTP attempt that got no response
-// within the per-attempt timeout. It is transient: errors.Is finds
-// context.DeadlineExceeded and the transport's own error.
+// within its attempt timeout (WithAttemptTimeout, WithAdaptiveTimeout or
+// DefaultAttemptTimeout). It is transient, and errors.Is finds
+// context.DeadlineExceeded in it, never context.Canceled: nobody cancelled
+// the request, its time ran out.
 type AttemptTimeoutError struct {
+	// Timeout is the attempt's timeout.
+	Timeout time.Duration
+	// Err is what the base transport returned when the attempt was cut off
+	// (usually the cancellation of its context), or nil.
 	Err error
 }
 
 // Error describes the timeout.
 func (e *AttemptTimeoutError) Error() string {
-	return "retry: attempt timed out: " + e.Err.Error()
+	return "retry: attempt timed out after " + e.Timeout.String()
 }
 
-// Unwrap returns context.DeadlineExceeded and the transport's error.
+// Unwrap returns context.DeadlineExceeded and the base transport's error,
+// unless that error only says its context was cancelled.
 func (e *AttemptTimeoutError) Unwrap() []error {
+	if e.Err == nil || errors.Is(e.Err, context.Canceled) {
+		return []error{context.DeadlineExceeded}
+	}
 	return []error{context.DeadlineExceeded, e.Err}
 }

@@ -3,6 +3,8 @@ package retry
 import (
 	"context"
 	"net/http"
+
+	"github.com/benbjohnson/clock"
 )
 
 // leg is the result of one of the concurrent sends of a hedged attempt.
@@ -17,68 +19,99 @@ type leg struct {
 // request is safe to send twice at once, its body can be had twice at once,
 // and it may be retried at all.
 func (rt *roundTrip) hedgeable() bool {
-	return rt.c.adaptive.hedge && (rt.idempotent || rt.keyed) && rt.c.maxAttempts > 1 &&
-		(rt.body.orig == nil || rt.body.getBody != nil)
+	return rt.c.adaptive.hedge && (rt.idempotent || rt.keyed) && rt.c.maxAttempts > 1 && rt.body.atOnce()
 }
 
-// hedged sends req and, if it has not answered after the hedge delay and
-// the budget allows, a second copy; the first good response wins and the
-// other send is cancelled and drained. It returns the chosen result and the
-// number of sends made (1 or 2).
-func (rt *roundTrip) hedged(req *http.Request) (*http.Response, error, int) {
+// hedgedAttempt makes attempt n as one send and, if that has not answered
+// after the hedge delay and the budget allows, a second; the first good
+// response wins.
+func (rt *roundTrip) hedgedAttempt(n int) outcome {
+	resp, err, legs := rt.hedged(rt.attemptContext())
+	resp, err = rt.settle(resp, err)
+	return rt.judge(n, resp, err, legs)
+}
+
+// hedged runs the sends of one hedged attempt under ctx and returns the
+// chosen result and the number of sends made (1 or 2). Each send is a deep
+// copy of the caller's request with a body of its own, so the losing send,
+// cancelled and drained after RoundTrip returned, shares nothing with the
+// caller, who may reuse the request by then.
+func (rt *roundTrip) hedged(ctx context.Context) (*http.Response, error, int) {
 	results := make(chan leg, 2)
-	attemptCtx := req.Context()
 	var cancels [2]context.CancelFunc
-	launch := func(i int, r *http.Request, cancel context.CancelFunc) {
+	launch := func(i int) error {
+		lctx, cancel := context.WithCancel(ctx)
+		req, err := rt.legRequest(lctx)
+		if err != nil {
+			cancel()
+			return err
+		}
 		cancels[i] = cancel
-		go func() {
-			resp, err := rt.send(r)
-			results <- leg{resp: resp, err: err, cancel: cancel, index: i}
-		}()
+		go sendLeg(rt.t.base, req, rt.estimate, rt.c.clock, i, cancel, results)
+		return nil
 	}
-	ctx1, cancel1 := context.WithCancel(attemptCtx)
-	launch(0, req.WithContext(ctx1), cancel1)
-
-	timer := rt.c.clock.Timer(rt.c.adaptive.hedgeDelayFor(rt.estimate))
-	select {
-	case first := <-results:
-		timer.Stop()
-		return rt.keep(first), first.err, 1
-	case <-attemptCtx.Done():
-		timer.Stop()
-		first := <-results
-		return rt.keep(first), first.err, 1
-	case <-timer.C:
+	if err := launch(0); err != nil {
+		return nil, err, 1
 	}
-	if attemptCtx.Err() != nil || (rt.c.budget != nil && !rt.c.budget.AllowRetry(rt.c.clock.Now())) {
+	if !rt.hedgeDue(ctx, results) || launch(1) != nil {
 		first := <-results
 		return rt.keep(first), first.err, 1
 	}
-	ctx2, cancel2 := context.WithCancel(attemptCtx)
-	req2 := req.WithContext(ctx2)
-	body, get, err := rt.body.again(ctx2)
-	if err != nil {
-		cancel2()
-		first := <-results
-		return rt.keep(first), first.err, 1
-	}
-	req2.Body, req2.GetBody = body, get
-	launch(1, req2, cancel2)
-
+	drainLimit, clk := rt.c.http.drainLimit, rt.c.clock
 	first := <-results
 	if rt.good(first) {
 		cancels[1-first.index]() // the slower send stops now
-		go discardLeg(results, rt.c.http.drainLimit)
+		go discardLeg(results, drainLimit, clk)
 		return rt.keep(first), nil, 2
 	}
+	discardLegResult(first, drainLimit, clk)
 	second := <-results
-	if rt.good(second) {
-		discard(first, rt.c.http.drainLimit)
-		return rt.keep(second), nil, 2
-	}
-	// Both failed: keep the later outcome for the loop to classify.
-	discard(first, rt.c.http.drainLimit)
 	return rt.keep(second), second.err, 2
+}
+
+// hedgeDue waits for the hedge delay and reports whether a hedge should be
+// sent now: the first send has not answered, the attempt is still on, and
+// the budget pays for the hedge.
+func (rt *roundTrip) hedgeDue(ctx context.Context, results chan leg) bool {
+	c := rt.c
+	timer := c.clock.Timer(c.adaptive.hedgeDelayFor(rt.estimate))
+	select {
+	case l := <-results:
+		timer.Stop()
+		results <- l // put back for the caller
+		return false
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-timer.C:
+	}
+	return ctx.Err() == nil && (c.budget == nil || c.budget.AllowRetry(c.clock.Now()))
+}
+
+// legRequest copies the caller's request deeply for one send, with the key
+// and a body of its own.
+func (rt *roundTrip) legRequest(ctx context.Context) (*http.Request, error) {
+	req := rt.orig.Clone(ctx)
+	if rt.key != "" {
+		if req.Header == nil {
+			req.Header = make(http.Header, 1)
+		}
+		req.Header[rt.c.http.keyHeader] = []string{rt.key}
+	}
+	if !rt.body.none {
+		b, err := rt.body.getBody()
+		if err != nil {
+			return nil, err
+		}
+		req.Body, req.GetBody = b, rt.body.getBody
+	}
+	return req, nil
+}
+
+// sendLeg makes one send of a hedged attempt and reports it on results.
+func sendLeg(base http.RoundTripper, req *http.Request, est *latencyEstimate, clk clock.Clock, i int, cancel context.CancelFunc, results chan<- leg) {
+	resp, err := sendTimed(base, req, est, clk)
+	results <- leg{resp: resp, err: err, cancel: cancel, index: i}
 }
 
 // good reports whether a leg brought a response that ends the attempt well.
@@ -95,20 +128,17 @@ func (rt *roundTrip) good(l leg) bool {
 func (rt *roundTrip) keep(l leg) *http.Response {
 	prev := rt.cancelAttempt
 	rt.cancelAttempt = func() { l.cancel(); prev() }
-	rt.cancels = true
+	rt.ownsAttempt = true
 	return l.resp
 }
 
-// discard cancels a losing leg and releases its response.
-func discard(l leg, limit int64) {
+// discardLegResult cancels a losing leg and releases its response.
+func discardLegResult(l leg, limit int64, clk clock.Clock) {
 	l.cancel()
-	if l.resp != nil {
-		drain(l.resp, limit)
-	}
+	drain(l.resp, limit, clk, settleTimeout)
 }
 
 // discardLeg waits for the losing leg, already cancelled, and releases it.
-func discardLeg(results <-chan leg, limit int64) {
-	l := <-results
-	discard(l, limit)
+func discardLeg(results <-chan leg, limit int64, clk clock.Clock) {
+	discardLegResult(<-results, limit, clk)
 }

@@ -2,11 +2,8 @@ package retry_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,38 +11,6 @@ import (
 
 	"github.com/exactlyonce/retry"
 )
-
-func TestHiddenReplaysByNetHTTPAreCountedAndCharged(t *testing.T) {
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 2 {
-			// The second request arrives on the reused connection: close it
-			// without an answer, so net/http replays the GET by itself.
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				conn.Close()
-			}
-			return
-		}
-		w.Write([]byte("ok"))
-	}))
-	defer srv.Close()
-	budget := retry.DefaultBudget()
-	client, _ := newClient(t, retry.WithBudget(budget), retry.WithClock(newAutoClock()))
-
-	resp, err := client.Get(srv.URL)
-	require.NoError(t, err)
-	readAll(t, resp)
-
-	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
-	resp, err = client.Do(req)
-	require.NoError(t, err)
-	assert.Equal(t, "ok", readAll(t, resp))
-	require.Equal(t, int32(3), n.Load(), "net/http replayed the request on a new connection")
-	assert.Equal(t, 2, rep.Attempts, "the hidden replay is counted")
-	assert.Equal(t, uint64(1), budget.Stats().RetriesAllowed, "and charged to the budget")
-}
 
 func TestLoggerIsSilentByDefaultAndReportsRetries(t *testing.T) {
 	srv := newScriptServer(t, 503, 503)

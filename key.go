@@ -4,20 +4,12 @@ import (
 	"crypto/rand"
 	mrand "math/rand/v2"
 	"net/http"
-	"strconv"
+	"strings"
 	"sync"
-	"unsafe"
-
-	"github.com/google/uuid"
 )
 
 // DefaultIdempotencyKeyHeader is the header that carries the key.
 const DefaultIdempotencyKeyHeader = "Idempotency-Key"
-
-// newKey returns a fresh key: a version 4 UUID from crypto/rand.
-func newKey() string {
-	return uuid.NewString()
-}
 
 // keySources are ChaCha8 generators, each seeded from crypto/rand: a
 // cryptographically strong source that costs no system call per key.
@@ -29,22 +21,18 @@ var keySources = sync.Pool{New: func() any {
 
 const hexDigits = "0123456789abcdef"
 
-// newKeyInto makes a fresh key (a version 4 UUID from a crypto-strong source)
-// in buf, quoted as a Structured Field string unless token is set.
-func newKeyInto(buf *[38]byte, token bool) string {
+// newKey returns a fresh key, a version 4 UUID from a crypto-strong source,
+// quoted as a Structured Field string unless token is set. The string owns
+// its bytes: keeping it keeps nothing else alive.
+func newKey(token bool) string {
 	var u [16]byte
 	src := keySources.Get().(*mrand.ChaCha8)
 	src.Read(u[:])
 	keySources.Put(src)
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	b := buf[:]
-	if token {
-		b = buf[:36]
-	} else {
-		b[0], b[37] = '"', '"'
-		b = buf[1:37]
-	}
+	var buf [38]byte
+	b := buf[1:37]
 	j := 0
 	for i, c := range u {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
@@ -54,12 +42,11 @@ func newKeyInto(buf *[38]byte, token bool) string {
 		b[j], b[j+1] = hexDigits[c>>4], hexDigits[c&0x0f]
 		j += 2
 	}
-	// The key lives in buf, which belongs to one request and is never
-	// written again: the string can share its bytes instead of copying them.
 	if token {
-		return unsafe.String(&buf[0], 36)
+		return string(b)
 	}
-	return unsafe.String(&buf[0], 38)
+	buf[0], buf[37] = '"', '"'
+	return string(buf[:])
 }
 
 // formatKey renders a key in the configured form: the IETF draft's
@@ -88,10 +75,20 @@ func (c *config) needsKey(method string, h http.Header) bool {
 	return !c.http.noKeys && (method == http.MethodPost || method == http.MethodPatch) && !c.hasKey(h)
 }
 
-// hasKey reports whether the request already carries a key. The header name
-// is kept in canonical form, so this is one map lookup.
+// hasKey reports whether the request already carries a usable key. The
+// header name is kept in canonical form, so this is one map lookup. An
+// empty value, blank or the empty quoted string "", is no key: the IETF
+// draft's key is a non-empty string.
 func (c *config) hasKey(h http.Header) bool {
-	return len(h[c.http.keyHeader]) > 0
+	v := h[c.http.keyHeader]
+	return len(v) > 0 && !blankKey(v[0])
+}
+
+// blankKey reports whether a key header value is empty: only spaces and
+// tabs, with or without an empty pair of quotes.
+func blankKey(v string) bool {
+	v = strings.Trim(v, " \t")
+	return v == "" || v == `""`
 }
 
 // firstValue returns the first value of the header name (in canonical
@@ -112,34 +109,4 @@ func withKey(h http.Header, name string, values []string) http.Header {
 	}
 	out[name] = values
 	return out
-}
-
-// loopKeys gives the requests made inside one Do loop stable keys: the n-th
-// keyed request of every attempt gets the same key, so a POST repeated by an
-// outer loop reaches the server as the same logical request.
-type loopKeys struct {
-	mu   sync.Mutex
-	base string
-	seq  int
-}
-
-// next returns the key of the next keyed request in the current attempt.
-func (k *loopKeys) next() string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.base == "" {
-		k.base = newKey()
-	}
-	k.seq++
-	if k.seq == 1 {
-		return k.base
-	}
-	return k.base + "." + strconv.Itoa(k.seq)
-}
-
-// newAttempt starts counting keyed requests again for the next attempt.
-func (k *loopKeys) newAttempt() {
-	k.mu.Lock()
-	k.seq = 0
-	k.mu.Unlock()
 }

@@ -62,11 +62,13 @@ func TestLatencyEstimateMemoryIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, hosts.count.Load(), int32(latencyMaxHosts), "hosts beyond the limit share one estimate")
 }
 
-func TestNilBaseHasAFiniteHeaderTimeout(t *testing.T) {
+func TestNilBaseIsBoundedByTheTransportsOwnTimer(t *testing.T) {
 	tr := NewTransport(nil)
 	base := tr.base.(*http.Transport)
-	assert.Equal(t, DefaultAttemptTimeout, base.ResponseHeaderTimeout)
-	assert.True(t, tr.bounded)
+	assert.Zero(t, base.ResponseHeaderTimeout, "no fixed bound that a longer deadline could not lift")
+	assert.False(t, tr.bounded, "so the Transport times attempts without a deadline itself")
+	assert.True(t, NewTransport(&http.Transport{ResponseHeaderTimeout: time.Second}).bounded,
+		"a base with its own header timeout bounds itself")
 }
 
 func TestOnlySafeRequestsAreHedged(t *testing.T) {
@@ -76,9 +78,8 @@ func TestOnlySafeRequestsAreHedged(t *testing.T) {
 		if body {
 			req, _ = http.NewRequest(method, "http://h.test/", http.NoBody)
 		}
-		rt := newRoundTrip(tr, req)
-		rt.classifyRequest(func() string { return "k" })
-		rt.body = newBodySource(req, DefaultBodyBufferLimit)
+		var rt roundTrip
+		rt.start(tr, req)
 		return rt.hedgeable()
 	}
 	assert.True(t, hedgeable("GET", false))

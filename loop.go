@@ -22,9 +22,6 @@ type outcome struct {
 	hasFloor bool
 	// stop, when non-nil, ends the loop now with this reason.
 	stop error
-	// hidden counts extra attempts made below the loop (net/http's own
-	// replays), which are counted and charged like the loop's.
-	hidden int
 	// hedges counts hedged attempts, already charged when they were sent.
 	hedges int
 }
@@ -36,8 +33,9 @@ func (o outcome) failed() bool { return o.err != nil || o.retry || o.bad }
 // stopping (nil on success). It is the one loop behind Do and Transport.
 // deadline is the total deadline (zero: none); ctx must already carry it.
 // discard, if not nil, is called when a retry has been decided, before the
-// wait, to release what the failed attempt holds.
-func (c *config) run(ctx context.Context, deadline time.Time, discard func(), attempt func(n int) outcome) (int, outcome, error) {
+// wait, to release what the failed attempt holds; it may take part of the
+// wait and returns what is left of it.
+func (c *config) run(ctx context.Context, deadline time.Time, discard func(wait time.Duration) time.Duration, attempt func(n int) outcome) (int, outcome, error) {
 	var start time.Time
 	observed := c.onAttempt != nil || c.onRetry != nil || c.logger != nil
 	if observed {
@@ -46,10 +44,6 @@ func (c *config) run(ctx context.Context, deadline time.Time, discard func(), at
 	var prev time.Duration
 	for n := 1; ; n++ {
 		o := attempt(n)
-		if o.hidden > 0 {
-			n += o.hidden
-			c.chargeHidden(o.hidden)
-		}
 		n += o.hedges
 		if !o.failed() {
 			if c.budget != nil {
@@ -71,13 +65,13 @@ func (c *config) run(ctx context.Context, deadline time.Time, discard func(), at
 		if reason != nil {
 			return n, o, reason
 		}
+		prev = wait
 		if discard != nil {
-			discard()
+			wait = discard(wait)
 		}
 		if !sleep(ctx, c.clock, wait) {
 			return n, o, contextReason(ctx)
 		}
-		prev = wait
 	}
 }
 
@@ -100,8 +94,8 @@ func (c *config) decide(ctx context.Context, n int, prev time.Duration, o outcom
 		wait = 0
 	}
 	if o.hasFloor {
-		if o.floor > c.maxRetryAfter {
-			return 0, ErrPushback
+		if c.maxRetryAfter <= 0 || o.floor > c.maxRetryAfter {
+			return 0, ErrRetryAfterTooLong
 		}
 		if o.floor > wait {
 			wait = o.floor
@@ -115,17 +109,6 @@ func (c *config) decide(ctx context.Context, n int, prev time.Duration, o outcom
 		return 0, ErrBudgetDenied
 	}
 	return wait, nil
-}
-
-// chargeHidden spends budget tokens for attempts made below the loop.
-func (c *config) chargeHidden(n int) {
-	if c.budget == nil {
-		return
-	}
-	now := c.clock.Now()
-	for range n {
-		c.budget.AllowRetry(now)
-	}
 }
 
 // contextReason maps an ended context to ErrDeadline or ErrCancelled.

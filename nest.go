@@ -2,7 +2,10 @@ package retry
 
 import (
 	"context"
-	"sync/atomic"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"sync"
 )
 
 // loopKey marks a context as belonging to a running retry loop.
@@ -13,24 +16,7 @@ type loopKey struct{}
 // carries the loop's stable idempotency keys.
 type loopContext struct {
 	context.Context
-	keys atomic.Pointer[loopKeys] // made on first use
-}
-
-// nextKey returns the key of the next keyed request in the current attempt.
-func (c *loopContext) nextKey() string {
-	k := c.keys.Load()
-	if k == nil {
-		c.keys.CompareAndSwap(nil, &loopKeys{})
-		k = c.keys.Load()
-	}
-	return k.next()
-}
-
-// newAttempt starts a new attempt of the loop.
-func (c *loopContext) newAttempt() {
-	if k := c.keys.Load(); k != nil {
-		k.newAttempt()
-	}
+	keys loopKeys
 }
 
 // Value answers the loop marker and defers every other key to the parent.
@@ -41,9 +27,14 @@ func (c *loopContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// loopOf returns the loop that ctx runs inside, or nil.
+// loopOf returns the loop that ctx runs inside, or nil. Work detached from
+// the loop with context.WithoutCancel is outside it: a context that can no
+// longer end although the loop's can is not the loop's attempt.
 func loopOf(ctx context.Context) *loopContext {
 	lc, _ := ctx.Value(loopKey{}).(*loopContext)
+	if lc != nil && ctx.Done() == nil && lc.Done() != nil {
+		return nil
+	}
 	return lc
 }
 
@@ -57,4 +48,56 @@ func inLoop(ctx context.Context) bool {
 // markLoop returns ctx marked as inside a new retry loop.
 func markLoop(ctx context.Context) *loopContext {
 	return &loopContext{Context: ctx}
+}
+
+// loopKeys gives the keyed requests made inside one Do loop keys that stay
+// the same on every attempt of the loop. A key belongs to a request's
+// identity, its method and URL, and to its rank among the requests with that
+// identity in the attempt: the first POST to /a gets the same key on every
+// attempt whatever else the operation sends, and so does the second POST to
+// /a. Requests with the same method and URL sent concurrently within one
+// attempt are ranked in the order they reach the Transport, which may differ
+// from attempt to attempt: give such requests keys of their own.
+type loopKeys struct {
+	mu   sync.Mutex
+	base string         // made on first use
+	rank map[uint64]int // requests seen per identity in this attempt
+}
+
+// keyFor returns the key of req in the current attempt, unquoted.
+func (k *loopKeys) keyFor(req *http.Request) string {
+	id := requestIdentity(req)
+	k.mu.Lock()
+	if k.base == "" {
+		k.base = newKey(true)
+		k.rank = make(map[uint64]int)
+	}
+	k.rank[id]++
+	n := k.rank[id]
+	base := k.base
+	k.mu.Unlock()
+	key := base + "." + strconv.FormatUint(id, 16)
+	if n > 1 {
+		key += "." + strconv.Itoa(n)
+	}
+	return key
+}
+
+// newAttempt starts ranking requests again for the next attempt.
+func (k *loopKeys) newAttempt() {
+	k.mu.Lock()
+	clear(k.rank)
+	k.mu.Unlock()
+}
+
+// requestIdentity hashes what makes a request the same request on every
+// attempt of a loop: its method and URL (without fragment or user info).
+func requestIdentity(req *http.Request) uint64 {
+	h := fnv.New64a()
+	u := req.URL
+	for _, s := range [...]string{req.Method, u.Scheme, u.Host, u.EscapedPath(), u.RawQuery} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }

@@ -43,10 +43,12 @@ type config struct {
 }
 
 // retryBudget is the hook point where the loop asks a retry budget before
-// every retry and tells it about every success. A nil budget allows all.
+// every retry and tells it about every logical request and every success.
+// A nil budget allows all.
 type retryBudget interface {
 	AllowRetry(now time.Time) bool
 	Succeeded()
+	Requested()
 }
 
 var defaultConfig = newConfig(nil)

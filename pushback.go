@@ -10,15 +10,16 @@ import (
 // retries gave up; do not retry me". A Transport never retries a response
 // that carries it, whatever its status, so retries stay at one layer across
 // processes. Its value names why the service gave up: "exhausted" (attempts
-// ran out), "budget" (the retry budget denied), "deadline" or "pushback"
-// (its own upstream pushed back); any value counts.
+// ran out), "budget" (the retry budget denied), "deadline", "retry-after"
+// (its upstream asked for a longer wait than it allows) or "pushback" (its
+// own upstream pushed back); any value counts.
 const PushbackHeader = "Retry-Pushback"
 
 // isGiveUp reports whether a loop's reason means its layer gave up on a
 // failing dependency, which the service should pass on to its callers.
 func isGiveUp(reason error) bool {
 	switch reason {
-	case ErrAttemptsExhausted, ErrBudgetDenied, ErrDeadline, ErrPushback:
+	case ErrAttemptsExhausted, ErrBudgetDenied, ErrDeadline, ErrPushback, ErrRetryAfterTooLong:
 		return true
 	}
 	return false
@@ -33,6 +34,8 @@ func pushbackValue(reason error) string {
 		return "budget"
 	case ErrDeadline:
 		return "deadline"
+	case ErrRetryAfterTooLong:
+		return "retry-after"
 	default:
 		return "pushback"
 	}

@@ -27,30 +27,30 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	if inLoop(ctx) {
 		return c.once(ctx, op)
 	}
+	if c.budget != nil {
+		c.budget.Requested()
+	}
 	deadline := c.deadline(ctx)
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
+	defer cancel() // also when op panics: no timer outlives the call
 	lc := markLoop(ctx)
 	ctx = lc
 	n, last, reason := c.run(ctx, deadline, nil, func(n int) outcome {
 		if n > 1 {
-			lc.newAttempt()
+			lc.keys.newAttempt()
 		}
-		actx, acancel := c.attemptContext(ctx, deadline)
-		err := op(actx)
-		acancel()
-		return c.classifyErr(err)
+		return c.classifyErr(c.attempt(ctx, deadline, op))
 	})
-	var err error
-	if reason != nil {
-		last.err = unmark(last.err)
-		err = newError(ctx, n, reason, last.err)
+	if reason == nil {
+		fillReport(ctx, n, nil, last)
+		return nil
 	}
+	last.err = unmark(last.err)
 	fillReport(ctx, n, reason, last)
 	if isGiveUp(reason) {
 		noteGiveUp(ctx, reason)
 	}
-	cancel()
-	return err
+	return newError(ctx, n, reason, last.err)
 }
 
 // DoValue is Do for an operation that returns a value: it returns the value
@@ -71,11 +71,18 @@ func DoValue[T any](ctx context.Context, op func(context.Context) (T, error), op
 	return v, nil
 }
 
-// once runs op a single time under the policy's timeouts (nested loops).
+// once runs op a single time under the policy's timeouts, for a loop
+// nested in another.
 func (c *config) once(ctx context.Context, op func(context.Context) error) error {
 	deadline := c.deadline(ctx)
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
 	defer cancel()
+	return c.attempt(ctx, deadline, op)
+}
+
+// attempt calls op once under the attempt timeout. The attempt's timer ends
+// when op returns, also when it panics.
+func (c *config) attempt(ctx context.Context, deadline time.Time, op func(context.Context) error) error {
 	actx, acancel := c.attemptContext(ctx, deadline)
 	defer acancel()
 	return op(actx)

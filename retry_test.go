@@ -95,7 +95,7 @@ func TestRetryAfterOverTheCapHandsBackAtOnce(t *testing.T) {
 			return retry.RetryAfter(time.Hour, errFlaky)
 		}, retry.WithMaxRetryAfter(time.Minute))
 		assert.Equal(t, 1, calls)
-		assert.ErrorIs(t, err, retry.ErrPushback)
+		assert.ErrorIs(t, err, retry.ErrRetryAfterTooLong)
 		assert.ErrorIs(t, err, errFlaky)
 		assert.Zero(t, time.Since(start))
 	})

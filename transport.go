@@ -1,7 +1,9 @@
 package retry
 
 import (
+	"errors"
 	"net/http"
+	"sync"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry, at
@@ -12,14 +14,14 @@ import (
 //     refused connections) and on 502, 503, 504 and 429 (and 500 with
 //     WithRetryOn500; a keyed 409 too, which means "still in progress").
 //   - POST and PATCH get an Idempotency-Key (one per logical request, the
-//     same on every attempt; a key the caller set is kept). Other requests
-//     without a key are retried only when they provably never reached the
-//     server (a failed dial, a refused connection). A generated key lives
-//     as long as one RoundTrip: code that repeats a request after the
-//     Transport gave up must set the key itself so the repeats share it
-//     (WithReport's Report.IdempotencyKey tells the one the Transport
-//     made), unless it repeats through Do, whose loop gives the Transport
-//     its keys.
+//     same on every attempt; a key the caller set is kept, an empty one is
+//     replaced). Other requests without a key are retried only when they
+//     provably never reached the server (a failed dial, a refused
+//     connection). A generated key lives as long as one RoundTrip: code that
+//     repeats a request after the Transport gave up must set the key itself
+//     so the repeats share it (WithReport's Report.IdempotencyKey tells the
+//     one the Transport made), unless it repeats through Do, whose loop gives
+//     the Transport its keys.
 //   - Retry-After (seconds or any HTTP-date) on 429, 503 and a keyed 409 is a
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
@@ -29,42 +31,50 @@ import (
 //     per Transport), so an outage is not amplified.
 //   - Inside another retry loop (found through the request's context), a
 //     Transport makes a single attempt.
+//   - No attempt waits for its response forever: without a deadline or an
+//     attempt timeout, DefaultAttemptTimeout applies.
 //
 // The caller's request is never modified. Bodies are replayed with GetBody,
 // or buffered while first sent up to WithBodyBufferLimit. Retried responses
-// are drained (up to WithDrainLimit) and closed so their connections are
-// reused. When retrying stops on a response, that response is returned with
-// its body intact and a nil error; WithReport tells why retrying stopped.
-// A transport failure ends in an *Error carrying the last error.
+// are drained (up to WithDrainLimit, for a bounded time) and closed so their
+// connections are reused. When retrying stops on a response, that response
+// is returned with its body intact and a nil error; WithReport tells why
+// retrying stopped. A transport failure ends in an *Error carrying the last
+// error.
 //
-// A Transport is safe for concurrent use and immutable once built.
+// A Transport is safe for concurrent use and immutable once built. The zero
+// Transport is usable: it behaves as NewTransport(nil).
 type Transport struct {
 	base http.RoundTripper
 	cfg  config
-	// replaysHidden: the base is net/http's Transport, which replays some
-	// failed requests by itself; those attempts are traced and counted.
-	replaysHidden bool
-	// bounded: the base itself bounds the wait for response headers, so
-	// the default attempt timeout needs no timer of ours.
+	// bounded: the base bounds the wait for response headers itself (an
+	// *http.Transport with a ResponseHeaderTimeout), so the default attempt
+	// timeout needs no timer of ours.
 	bounded bool
 	// latency keeps per-host estimates when adaptive timeouts or hedging are on.
 	latency *latencyByHost
-	// fast: the policy lets a request's first attempt go straight to the base.
-	fast bool
-	// mayTimeAttempts: some attempt may need a timer of the Transport's
-	// (see attemptTimeoutFor); when false the fast path asks nothing about it.
-	mayTimeAttempts bool
+
+	// zero and dflt serve the zero Transport.
+	zero sync.Once
+	dflt *Transport
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// NewTransport wraps base (nil: a clone of http.DefaultTransport) with the
-// retry policy given by opts. Unless WithBudget is given, the Transport has a
-// budget of its own, DefaultBudget(); unless WithClassifier is given,
-// transport errors are classified with TransientOnly.
+// NewTransport wraps base with the retry policy given by opts. A nil base
+// (or a nil *http.Transport) means a clone of http.DefaultTransport. Unless
+// WithBudget is given, the Transport has a budget of its own,
+// DefaultBudget(); unless WithClassifier is given, transport errors are
+// classified with TransientOnly.
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+	if ht, ok := base.(*http.Transport); ok && ht == nil {
+		base = nil
+	}
 	if base == nil {
-		base = withHeaderTimeout(http.DefaultTransport.(*http.Transport).Clone())
+		base = http.DefaultTransport
+		if dt, ok := base.(*http.Transport); ok {
+			base = dt.Clone()
+		}
 	}
 	c := newConfig(opts)
 	if !c.budgetSet {
@@ -73,13 +83,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if !c.classifierSet {
 		c.classifier = TransientOnly
 	}
-	_, replays := base.(*http.Transport)
-	t := &Transport{base: base, cfg: c, replaysHidden: replays, bounded: boundedBase(base)}
+	t := &Transport{base: base, cfg: c, bounded: boundsItself(base)}
 	if c.adaptive.measures() {
 		t.latency = newLatencyByHost(c.adaptive.quantile, c.adaptive.hedgeQuantile)
 	}
-	t.fast = t.fastEligible()
-	t.mayTimeAttempts = c.adaptive.timeout || c.attemptTimeout > 0 || !t.bounded
 	return t
 }
 
@@ -88,9 +95,19 @@ func NewClient(opts ...Option) *http.Client {
 	return &http.Client{Transport: NewTransport(nil, opts...)}
 }
 
+// ready returns the Transport to use: t, or for the zero Transport one made
+// by NewTransport(nil) on first use.
+func (t *Transport) ready() *Transport {
+	if t.base != nil {
+		return t
+	}
+	t.zero.Do(func() { t.dflt = NewTransport(nil) })
+	return t.dflt
+}
+
 // Budget returns the Transport's retry budget (nil when unlimited), for its statistics.
 func (t *Transport) Budget() *Budget {
-	b, _ := t.cfg.budget.(*Budget)
+	b, _ := t.ready().cfg.budget.(*Budget)
 	return b
 }
 
@@ -98,26 +115,37 @@ func (t *Transport) Budget() *Budget {
 // when it has that method.
 func (t *Transport) CloseIdleConnections() {
 	type closeIdler interface{ CloseIdleConnections() }
-	if ci, ok := t.base.(closeIdler); ok {
+	if ci, ok := t.ready().base.(closeIdler); ok {
 		ci.CloseIdleConnections()
 	}
 }
 
+// errNilURL is what a request without a URL gets, as from net/http.
+var errNilURL = errors.New("retry: nil Request.URL")
+
 // RoundTrip sends req, retrying as the policy allows. See Transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var (
-		first *firstTry
-		fc    *firstCopy
-	)
-	if t.fast {
-		if kind := t.fastRequest(req); kind != notFast {
-			var resp *http.Response
-			if resp, fc, first = t.tryFast(req, kind); first == nil {
-				return resp, nil
-			}
-		}
+	t = t.ready()
+	if req.URL == nil {
+		closeRequestBody(req)
+		return nil, errNilURL
 	}
-	rt := newRoundTrip(t, req)
-	rt.first, rt.firstCopy = first, fc
-	return rt.do()
+	var rt roundTrip
+	rt.start(t, req)
+	return rt.run()
+}
+
+// closeRequestBody closes the body of a request that will not be sent
+// (RoundTrip must always close it).
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// boundsItself reports whether base bounds the wait for response headers
+// on its own.
+func boundsItself(base http.RoundTripper) bool {
+	ht, ok := base.(*http.Transport)
+	return ok && ht.ResponseHeaderTimeout > 0
 }

@@ -176,7 +176,7 @@ func TestRetryAfterHeaderOverTheCapHandsBackAtOnce(t *testing.T) {
 	readAll(t, resp)
 	assert.Equal(t, 429, resp.StatusCode)
 	assert.Empty(t, clk.Waits())
-	assert.ErrorIs(t, rep.Reason, retry.ErrPushback)
+	assert.ErrorIs(t, rep.Reason, retry.ErrRetryAfterTooLong)
 }
 
 func TestPostBodyReplayedWithSameKey(t *testing.T) {

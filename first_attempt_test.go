@@ -18,16 +18,14 @@ import (
 )
 
 // scriptedBase answers in memory with the statuses in script (the last one
-// repeats) and promises to bound its own attempts, so the Transport may send
-// a safe request's first attempt straight to it.
+// repeats), and records what it was sent. It implements nothing of the
+// package's: a custom RoundTripper as a user has one.
 type scriptedBase struct {
 	mu     sync.Mutex
 	script []int
 	seen   []*http.Request
 	bodies []string
 }
-
-func (s *scriptedBase) BoundsAttempts() bool { return true }
 
 func (s *scriptedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.mu.Lock()
@@ -43,7 +41,7 @@ func (s *scriptedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("body")), Request: r}, nil
 }
 
-func TestFastPathSendsTheCallersRequestAndReports(t *testing.T) {
+func TestFirstAttemptSendsTheCallersRequestAndReports(t *testing.T) {
 	base := &scriptedBase{script: []int{200}}
 	budget := retry.DefaultBudget()
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget))}
@@ -56,7 +54,7 @@ func TestFastPathSendsTheCallersRequestAndReports(t *testing.T) {
 	assert.Equal(t, uint64(1), budget.Stats().Successes, "a success on the fast path earns for the budget")
 }
 
-func TestFastPathHandsAFailureToTheLoop(t *testing.T) {
+func TestFirstAttemptHandsAFailureToTheLoop(t *testing.T) {
 	base := &scriptedBase{script: []int{503, 502, 200}}
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()))}
 	var rep retry.Report
@@ -69,7 +67,7 @@ func TestFastPathHandsAFailureToTheLoop(t *testing.T) {
 	assert.Equal(t, 3, rep.Attempts)
 }
 
-func TestFastPathKeepsThePolicyForOtherRequests(t *testing.T) {
+func TestFirstAttemptKeepsThePolicyForOtherRequests(t *testing.T) {
 	base := &scriptedBase{script: []int{503}}
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()))}
 	resp, err := client.Post("http://mem.test/", "text/plain", strings.NewReader("x"))
@@ -86,10 +84,12 @@ func TestFastPathKeepsThePolicyForOtherRequests(t *testing.T) {
 	assert.Len(t, base.seen, 1, "a per-request policy is still honoured")
 }
 
-func TestFastPathTakesACallersKeyedPost(t *testing.T) {
+func TestFirstAttemptTakesACallersKeyedPost(t *testing.T) {
 	base := &scriptedBase{script: []int{503, 201}}
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()))}
-	req, _ := http.NewRequest("POST", "http://mem.test/", strings.NewReader("charge"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a deadline: no timer of the Transport's
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://mem.test/", strings.NewReader("charge"))
 	req.Header.Set("Idempotency-Key", `"caller-key"`)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestFastPathTakesACallersKeyedPost(t *testing.T) {
 	assert.Equal(t, `"caller-key"`, base.seen[1].Header.Get("Idempotency-Key"))
 }
 
-func TestFastPathGivesAPostItsKeyInACopy(t *testing.T) {
+func TestFirstAttemptGivesAPostItsKeyInACopy(t *testing.T) {
 	for _, token := range []bool{false, true} {
 		t.Run(map[bool]string{false: "quoted", true: "token"}[token], func(t *testing.T) {
 			base := &scriptedBase{script: []int{503, 201}}
@@ -135,7 +135,7 @@ func TestFastPathGivesAPostItsKeyInACopy(t *testing.T) {
 	}
 }
 
-func TestFastPathKeysDifferPerRequest(t *testing.T) {
+func TestFirstAttemptKeysDifferPerRequest(t *testing.T) {
 	base := &scriptedBase{script: []int{200}}
 	client := &http.Client{Transport: retry.NewTransport(base)}
 	seen := map[string]bool{}
@@ -152,14 +152,9 @@ func TestFastPathKeysDifferPerRequest(t *testing.T) {
 	assert.Len(t, seen, 100, "every logical request has a key of its own")
 }
 
-// unboundedBase is scriptedBase without the promise to bound its attempts.
-type unboundedBase struct{ s *scriptedBase }
-
-func (u unboundedBase) RoundTrip(r *http.Request) (*http.Response, error) { return u.s.RoundTrip(r) }
-
-func TestFastPathOverAnUnboundedBaseGivesTheAttemptATimer(t *testing.T) {
+func TestFirstAttemptWithoutADeadlineGetsATimer(t *testing.T) {
 	base := &scriptedBase{script: []int{200}}
-	client := &http.Client{Transport: retry.NewTransport(unboundedBase{base})}
+	client := &http.Client{Transport: retry.NewTransport(base)}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -179,7 +174,7 @@ func TestFastPathOverAnUnboundedBaseGivesTheAttemptATimer(t *testing.T) {
 	assert.NoError(t, sent.Context().Err(), "its timer was stopped when the response came")
 }
 
-func TestFastPathAttemptTimeoutHandsTheRetryToTheLoop(t *testing.T) {
+func TestFirstAttemptAttemptTimeoutHandsTheRetryToTheLoop(t *testing.T) {
 	clk := newAutoClock()
 	started := make(chan struct{}, 2)
 	var calls atomic.Int32
@@ -213,7 +208,7 @@ func TestFastPathAttemptTimeoutHandsTheRetryToTheLoop(t *testing.T) {
 	assert.NotEmpty(t, rep.IdempotencyKey, "the loop keeps the key of the timed-out first attempt")
 }
 
-func TestFastPathAttemptContextEndsWhenTheBodyIsClosed(t *testing.T) {
+func TestFirstAttemptAttemptContextEndsWhenTheBodyIsClosed(t *testing.T) {
 	clk := newAutoClock()
 	base := &scriptedBase{script: []int{200}}
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk), retry.WithAttemptTimeout(time.Second))}
@@ -232,7 +227,7 @@ func TestFastPathAttemptContextEndsWhenTheBodyIsClosed(t *testing.T) {
 	assert.ErrorIs(t, attemptCtx.Err(), context.Canceled, "closing the body releases the attempt's context")
 }
 
-func TestFastPathAttemptThatFailedIsReleasedByTheLoop(t *testing.T) {
+func TestFirstAttemptAttemptThatFailedIsReleasedByTheLoop(t *testing.T) {
 	base := &scriptedBase{script: []int{503, 200}}
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithAttemptTimeout(time.Second))}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -247,7 +242,7 @@ func TestFastPathAttemptThatFailedIsReleasedByTheLoop(t *testing.T) {
 	assert.ErrorIs(t, base.seen[1].Context().Err(), context.Canceled)
 }
 
-func TestFastPathLearnsLatencyForAdaptiveTimeouts(t *testing.T) {
+func TestFirstAttemptLearnsLatencyForAdaptiveTimeouts(t *testing.T) {
 	clk := newAutoClock()
 	const warmup = 100
 	var n atomic.Int32
@@ -291,7 +286,7 @@ func TestFastPathLearnsLatencyForAdaptiveTimeouts(t *testing.T) {
 	assert.Equal(t, 2, rep.Attempts)
 }
 
-func TestFastPathInsidePushbackMiddlewareStillReportsAGiveUp(t *testing.T) {
+func TestFirstAttemptInsidePushbackMiddlewareStillReportsAGiveUp(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		script   []int
@@ -305,7 +300,9 @@ func TestFastPathInsidePushbackMiddlewareStillReportsAGiveUp(t *testing.T) {
 			base := &scriptedBase{script: tc.script}
 			client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithMaxAttempts(2))}
 			handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				out, _ := http.NewRequestWithContext(r.Context(), "GET", "http://dependency.test/", nil)
+				ctx, cancel := context.WithTimeout(r.Context(), time.Hour) // a deadline: no timer of the Transport's
+				defer cancel()
+				out, _ := http.NewRequestWithContext(ctx, "GET", "http://dependency.test/", nil)
 				resp, err := client.Do(out)
 				require.NoError(t, err)
 				readAll(t, resp)

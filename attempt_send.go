@@ -1,0 +1,168 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// outgoing is one attempt's request when the caller's cannot go as it is: a
+// copy with a context of its own (for the attempt's timer or the total
+// deadline), the key in a copy of the header, or a body of its own. The
+// copy, the key's header value and the wrapper that ends the contexts when
+// the response body is closed share one allocation.
+type outgoing struct {
+	req    http.Request
+	keyVal [1]string
+	wrap   cancelOnClose
+}
+
+// attempt sends the request once and judges what came back.
+func (rt *roundTrip) attempt(n int) outcome {
+	if rt.hedgeable() {
+		return rt.hedgedAttempt(n)
+	}
+	req := rt.prepare(n)
+	resp, err := rt.send(req)
+	return rt.judge(n, resp, err, 1)
+}
+
+// prepare builds attempt n's request: the caller's own when nothing needs
+// changing, else an outgoing copy. Its body was readied before (see
+// bodySource.ready), so building it cannot fail.
+func (rt *roundTrip) prepare(n int) *http.Request {
+	body, getBody := rt.body.forAttempt(n)
+	if n == 1 {
+		rt.origSent = true // the base closes the caller's body from now on
+	}
+	ctx := rt.attemptContext()
+	orig := rt.orig
+	if ctx == rt.parent && rt.key == "" && body == orig.Body {
+		rt.out = nil
+		return orig
+	}
+	o := &outgoing{}
+	o.req = *orig.WithContext(ctx)
+	if rt.key != "" {
+		if rt.keyHeader == nil {
+			o.keyVal[0] = rt.key
+			rt.keyHeader = withKey(orig.Header, rt.c.http.keyHeader, o.keyVal[:])
+		}
+		o.req.Header = rt.keyHeader
+	}
+	o.req.Body, o.req.GetBody = body, getBody
+	rt.out = o
+	return &o.req
+}
+
+// attemptContext gives the next attempt its context: the loop's, or, when
+// the attempt has a timeout, a child of it that the attempt's timer ends.
+func (rt *roundTrip) attemptContext() context.Context {
+	d := rt.attemptTimeout()
+	if d <= 0 {
+		return rt.ctx
+	}
+	ctx, cancel := context.WithCancel(rt.ctx)
+	rt.cancelAttempt, rt.ownsAttempt = cancel, true
+	rt.timer, rt.timeout = afterFunc(rt.c.clock, d, cancel), d
+	return ctx
+}
+
+// attemptTimeout is the time the next attempt may wait for its response:
+// the learned timeout with WithAdaptiveTimeout, else WithAttemptTimeout's,
+// else DefaultAttemptTimeout when nothing else bounds the attempt (no
+// deadline, and a base that does not bound itself); never beyond the
+// deadline. 0 means no timer.
+func (rt *roundTrip) attemptTimeout() time.Duration {
+	c := rt.c
+	var d time.Duration
+	switch {
+	case c.adaptive.timeout:
+		d = c.adaptive.attemptTimeoutFor(rt.estimate)
+	case c.attemptTimeout > 0:
+		d = c.attemptTimeout
+	case rt.deadline.IsZero() && !rt.t.bounded:
+		d = DefaultAttemptTimeout
+	default:
+		return 0
+	}
+	if rt.deadline.IsZero() {
+		return d
+	}
+	return attemptTimeout(d, rt.deadline, c.clock.Now())
+}
+
+// send makes one request of the base transport and settles the attempt's
+// timer: a timer that fired makes the attempt a timeout, whatever came back.
+func (rt *roundTrip) send(req *http.Request) (*http.Response, error) {
+	resp, err := sendTimed(rt.t.base, req, rt.estimate, rt.c.clock)
+	return rt.settle(resp, err)
+}
+
+// sendTimed makes one request of base and, when est is kept for the host,
+// adds the time to its response to it. It never lets a base's broken
+// result through: a nil response with a nil error is an error, and a
+// response that comes with an error is closed.
+func sendTimed(base http.RoundTripper, req *http.Request, est *latencyEstimate, clk clock.Clock) (*http.Response, error) {
+	var start time.Time
+	if est != nil {
+		start = clk.Now()
+	}
+	resp, err := base.RoundTrip(req)
+	switch {
+	case err != nil && resp != nil:
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		resp = nil
+	case err == nil && resp == nil:
+		err = fmt.Errorf("retry: %T returned a nil *http.Response and a nil error", base)
+	case err == nil && est != nil:
+		est.Observe(clk.Since(start))
+	}
+	return resp, err
+}
+
+// settle stops the attempt's timer. If it had already fired, the attempt
+// timed out: a response that came at the same moment is closed, since its
+// context, and so its body, is ending.
+func (rt *roundTrip) settle(resp *http.Response, err error) (*http.Response, error) {
+	if rt.timer == nil || rt.timer.Stop() {
+		rt.timer = nil
+		return resp, err
+	}
+	rt.timer = nil
+	rt.cancelAttempt() // the timer's own call may not have run yet
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if rt.estimate != nil {
+		rt.estimate.Observe(rt.timeout) // a cut attempt is evidence of a slower host
+	}
+	return nil, &AttemptTimeoutError{Timeout: rt.timeout, Err: err}
+}
+
+// judge classifies an attempt's result. A retry that would be made only if
+// the request body could be sent again is decided here, before the
+// response is discarded, so a body that cannot be had again hands back
+// this response (or error) as it is.
+func (rt *roundTrip) judge(n int, resp *http.Response, err error, legs int) outcome {
+	o := outcome{hedges: legs - 1}
+	if err != nil {
+		rt.endAttempt()
+		o.err = err
+		rt.classifyError(err, &o)
+	} else {
+		rt.resp = resp
+		o.status = resp.StatusCode
+		rt.classifyResponse(resp, &o)
+	}
+	if o.retry && n+o.hedges < rt.c.maxAttempts && !rt.hedgeable() &&
+		!rt.body.ready(rt.ctx, rt.c.clock, rt.settleBound()) {
+		o.stop = ErrBodyNotReplayable
+	}
+	return o
+}

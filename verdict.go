@@ -1,0 +1,60 @@
+package retry
+
+import (
+	"errors"
+	"net"
+	"net/http"
+)
+
+// classifyError decides whether a transport error may be retried.
+func (rt *roundTrip) classifyError(err error, o *outcome) {
+	if !rt.c.classifier(err) {
+		return
+	}
+	if rt.idempotent || rt.keyed || neverSent(err) {
+		o.retry = true
+		return
+	}
+	o.stop = ErrNotIdempotent
+}
+
+// neverSent reports whether err proves the request never reached the
+// server: the connection was never made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+}
+
+// classifyResponse decides whether a response may be retried.
+func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
+	code := resp.StatusCode
+	safe := rt.idempotent || rt.keyed
+	honourRetryAfter := false
+	switch {
+	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
+		o.bad, o.retry, honourRetryAfter = true, safe, true
+	case code == http.StatusBadGateway, code == http.StatusGatewayTimeout:
+		o.bad, o.retry = true, safe
+	case code == http.StatusInternalServerError:
+		o.bad, o.retry = true, safe && rt.c.http.retry500
+	case code == http.StatusConflict && rt.keyed:
+		// The server says the first attempt with this key is still in progress.
+		o.retry, honourRetryAfter = true, true
+	case code >= 500:
+		o.bad = true
+	}
+	if o.bad && !safe && code != http.StatusInternalServerError && code < 505 {
+		o.stop = ErrNotIdempotent
+	}
+	if len(resp.Header[PushbackHeader]) > 0 {
+		o.bad, o.retry, o.stop = true, false, ErrPushback
+		return
+	}
+	if o.retry && honourRetryAfter {
+		if v := resp.Header.Get("Retry-After"); v != "" {
+			if d, ok := ParseRetryAfter(v, rt.c.clock.Now()); ok {
+				o.floor, o.hasFloor = d, true
+			}
+		}
+	}
+}
