@@ -140,7 +140,7 @@ func (rt *roundTrip) settle(resp *http.Response, err error) (*http.Response, err
 		resp.Body.Close()
 	}
 	if rt.estimate != nil {
-		rt.estimate.Observe(rt.timeout) // a cut attempt is evidence of a slower host
+		rt.estimate.ObserveCut(rt.timeout) // a cut attempt is evidence of a slower host
 	}
 	return nil, &AttemptTimeoutError{Timeout: rt.timeout, Err: err}
 }

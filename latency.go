@@ -73,7 +73,15 @@ func newLatencyEstimate(qHigh, qHedge float64) *latencyEstimate {
 }
 
 // Observe records one attempt's latency.
-func (e *latencyEstimate) Observe(d time.Duration) {
+func (e *latencyEstimate) Observe(d time.Duration) { e.observe(d, false) }
+
+// ObserveCut records an attempt cut off by its timeout d, as a latency of
+// at least d, and refreshes the quantiles at once: a host that got slower
+// must not keep having its attempts cut at the old estimate until the next
+// refresh.
+func (e *latencyEstimate) ObserveCut(d time.Duration) { e.observe(d, true) }
+
+func (e *latencyEstimate) observe(d time.Duration, refresh bool) {
 	g := e.gen.Load()
 	w := &e.windows[g%3]
 	w.counts[latencyIndex(d)].Add(1)
@@ -85,7 +93,7 @@ func (e *latencyEstimate) Observe(d time.Duration) {
 		next.total.Store(0)
 		e.gen.CompareAndSwap(g, g+1)
 	}
-	if n := e.seen.Add(1); n%latencyRecalc == 0 || n < latencyRecalc {
+	if n := e.seen.Add(1); refresh || n%latencyRecalc == 0 || n < latencyRecalc {
 		e.cachedHigh.Store(int64(e.quantile(e.qHigh)))
 		e.cachedHedge.Store(int64(e.quantile(e.qHedge)))
 	}
