@@ -135,7 +135,7 @@ const budgetMaxStripes = 64
 // clock, so that a fake clock makes the budget exact in tests.
 type Budget struct {
 	_      [budgetStripeSize]byte // keep tokens off the cache line of other data
-	tokens atomic.Int64           // millionths of a token, in [0, capacity]
+	tokens atomic.Int64           // millionths of a token, in [0, capacity] but for takes in flight
 	_      [budgetStripeSize - 8]byte
 
 	capacity int64         // millionths of a token, >= budgetUnit
@@ -290,7 +290,7 @@ func (b *Budget) AllowRetry(now time.Time) bool {
 			s.allowed.Add(1)
 			return true
 		}
-		b.tokens.Add(budgetUnit)
+		b.giveBack()
 	}
 	if b.floor != nil && b.floor.AllowN(now, 1) {
 		s.allowed.Add(1)
@@ -299,6 +299,18 @@ func (b *Budget) AllowRetry(now time.Time) bool {
 	}
 	s.denied.Add(1)
 	return false
+}
+
+// giveBack returns the token of a take that found the bucket short. Tokens
+// earned meanwhile were added to a count lowered by that take, so adding it
+// back must not lift the bucket above its capacity.
+func (b *Budget) giveBack() {
+	for {
+		t := b.tokens.Load()
+		if b.tokens.CompareAndSwap(t, min(t+budgetUnit, b.capacity)) {
+			return
+		}
+	}
 }
 
 // BudgetStats is a view of a Budget's state and counters. The counters only
@@ -329,8 +341,9 @@ func (b *Budget) Stats() BudgetStats {
 	if b == nil {
 		return BudgetStats{}
 	}
+	// A take in flight may have the count below zero for a moment.
 	st := BudgetStats{
-		Tokens:   float64(b.tokens.Load()) / budgetUnit,
+		Tokens:   float64(min(max(b.tokens.Load(), 0), b.capacity)) / budgetUnit,
 		Capacity: float64(b.capacity) / budgetUnit,
 	}
 	st.add(&b.zero) // all zeros unless b is the zero Budget

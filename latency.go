@@ -17,7 +17,7 @@ const (
 	latencyBuckets  = (latencyMaxExp + 1) * latencySub
 	latencyWindow   = 1024 // samples per window; two windows make the estimate
 	latencyRecalc   = 32   // samples between refreshes of the cached quantiles
-	latencyMaxHosts = 256  // hosts tracked apart; more share one estimate
+	latencyMaxHosts = 256  // hosts tracked at once; the least recently used makes way
 )
 
 // latencyIndex maps a latency to its bucket.
@@ -139,33 +139,76 @@ func (e *latencyEstimate) High() time.Duration { return time.Duration(e.cachedHi
 // HedgeDelay returns the cached hedging quantile.
 func (e *latencyEstimate) HedgeDelay() time.Duration { return time.Duration(e.cachedHedge.Load()) }
 
-// latencyByHost keeps one estimate per host, up to latencyMaxHosts; later
-// hosts share an overflow estimate, so memory stays bounded.
+// latencyByHost keeps one estimate per host, for at most latencyMaxHosts
+// hosts: a new host beyond them takes the place of the least recently used
+// one, so memory stays bounded and no host ever inherits another's latency.
 type latencyByHost struct {
-	hosts         sync.Map // host -> *latencyEstimate
-	count         atomic.Int32
-	overflow      *latencyEstimate
+	hosts         sync.Map // host -> *hostLatency
 	qHigh, qHedge float64
+
+	// epoch counts the hosts added; a host's used is the epoch it was
+	// last asked for in, which orders hosts by recent use without a
+	// shared write on every request.
+	epoch atomic.Int64
+
+	mu    sync.Mutex // held to add and evict hosts
+	count int
+}
+
+// hostLatency is one host's estimate and when it was last used.
+type hostLatency struct {
+	est  *latencyEstimate
+	used atomic.Int64
 }
 
 func newLatencyByHost(qHigh, qHedge float64) *latencyByHost {
-	return &latencyByHost{overflow: newLatencyEstimate(qHigh, qHedge), qHigh: qHigh, qHedge: qHedge}
+	return &latencyByHost{qHigh: qHigh, qHedge: qHedge}
 }
 
 // For returns the estimate of host.
 func (l *latencyByHost) For(host string) *latencyEstimate {
-	if e, ok := l.hosts.Load(host); ok {
-		return e.(*latencyEstimate)
-	}
-	if l.count.Load() >= latencyMaxHosts {
-		return l.overflow
-	}
-	e, loaded := l.hosts.LoadOrStore(host, newLatencyEstimate(l.qHigh, l.qHedge))
-	if !loaded {
-		if l.count.Add(1) > latencyMaxHosts {
-			l.hosts.Delete(host)
-			return l.overflow
+	if v, ok := l.hosts.Load(host); ok {
+		h := v.(*hostLatency)
+		if e := l.epoch.Load(); h.used.Load() != e {
+			h.used.Store(e)
 		}
+		return h.est
 	}
-	return e.(*latencyEstimate)
+	return l.add(host)
+}
+
+// add makes the estimate of a host not seen yet, evicting the least
+// recently used host when there are latencyMaxHosts already.
+func (l *latencyByHost) add(host string) *latencyEstimate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v, ok := l.hosts.Load(host); ok { // added meanwhile
+		return v.(*hostLatency).est
+	}
+	if l.count >= latencyMaxHosts {
+		l.evictOldest()
+	}
+	h := &hostLatency{est: newLatencyEstimate(l.qHigh, l.qHedge)}
+	h.used.Store(l.epoch.Add(1))
+	l.hosts.Store(host, h)
+	l.count++
+	return h.est
+}
+
+// evictOldest removes the least recently used host; l.mu is held.
+func (l *latencyByHost) evictOldest() {
+	var (
+		oldest any
+		at     int64
+	)
+	l.hosts.Range(func(k, v any) bool {
+		if u := v.(*hostLatency).used.Load(); oldest == nil || u < at {
+			oldest, at = k, u
+		}
+		return true
+	})
+	if oldest != nil {
+		l.hosts.Delete(oldest)
+		l.count--
+	}
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"testing"
@@ -59,7 +60,40 @@ func TestLatencyEstimateMemoryIsBounded(t *testing.T) {
 	for i := range 10 * latencyMaxHosts {
 		hosts.For(string(rune('a'+i%26)) + time.Duration(i).String())
 	}
-	assert.LessOrEqual(t, hosts.count.Load(), int32(latencyMaxHosts), "hosts beyond the limit share one estimate")
+	assert.LessOrEqual(t, hosts.count, latencyMaxHosts, "at most latencyMaxHosts estimates are kept")
+	n := 0
+	hosts.hosts.Range(func(any, any) bool { n++; return true })
+	assert.Equal(t, hosts.count, n)
+}
+
+// Beyond latencyMaxHosts, a new host gets an estimate of its own (so its
+// initial timeout), and the least recently used host makes way for it.
+func TestLatencyBeyondTheHostLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
+	hosts := newLatencyByHost(0.999, 0.95)
+	for i := range latencyMaxHosts {
+		e := hosts.For(fmt.Sprintf("h%d", i))
+		for range 100 {
+			e.Observe(2 * time.Millisecond)
+		}
+	}
+	hosts.For("h0") // h0 is recent again; h1 is now the least recently used
+	other := hosts.For("other.test")
+	for range 100 {
+		other.Observe(50 * time.Millisecond)
+	}
+	fresh := hosts.For("new.test")
+	assert.Zero(t, fresh.Samples(), "a never measured host learns from scratch")
+	var a adaptiveConfig
+	var c config
+	WithAdaptiveTimeout(AdaptiveTimeout{Initial: 500 * time.Millisecond})(&c)
+	a = c.adaptive
+	assert.Equal(t, 500*time.Millisecond, a.attemptTimeoutFor(fresh), "its initial timeout, not another host's")
+	_, kept := hosts.hosts.Load("h0")
+	_, evicted := hosts.hosts.Load("h1")
+	_, evicted2 := hosts.hosts.Load("h2")
+	assert.True(t, kept, "the recently used host stays")
+	assert.False(t, evicted || evicted2, "the least recently used ones made way")
+	assert.Equal(t, uint64(100), hosts.For("h0").Samples(), "a kept host keeps what it learned")
 }
 
 func TestNilBaseIsBoundedByTheTransportsOwnTimer(t *testing.T) {
