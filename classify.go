@@ -79,8 +79,8 @@ func IsTransient(err error) bool {
 func IsPermanentFailure(err error) bool {
 	switch {
 	case err == nil, isAttemptTimeout(err):
-		// An attempt cut off by its own timeout shows context.Canceled
-		// inside, but the request as a whole may well succeed.
+		// An attempt cut off by its own timeout: the request as a whole
+		// may well succeed.
 		return false
 	case errors.Is(err, context.Canceled), IsPermanent(err):
 		return true

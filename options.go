@@ -135,8 +135,9 @@ func WithAttemptTimeout(d time.Duration) Option {
 }
 
 // WithMaxRetryAfter sets the longest server-requested wait that will be
-// honoured (default DefaultMaxRetryAfter). d <= 0 means no requested wait is
-// ever slept: any RetryAfter or Retry-After stops the loop.
+// honoured (default DefaultMaxRetryAfter); a longer one stops the loop with
+// ErrRetryAfterTooLong. d <= 0 means no requested wait is ever slept: any
+// RetryAfter or Retry-After, zero included, stops the loop.
 func WithMaxRetryAfter(d time.Duration) Option {
 	if d < 0 {
 		d = 0

@@ -41,6 +41,11 @@ type reportKey struct{}
 // context: for a response returned after retries it tells how many attempts
 // were made and why retrying stopped. Each round trip (each redirect hop)
 // overwrites it.
+//
+// A Report belongs to one call at a time: calls that run concurrently must
+// each have their own (a Report is a plain struct, written without a lock
+// when the call returns). A Transport running inside Do leaves the Report
+// to Do.
 func WithReport(ctx context.Context, r *Report) context.Context {
 	return context.WithValue(ctx, reportKey{}, r)
 }

@@ -45,7 +45,8 @@ func Idempotent(ctx context.Context) context.Context {
 // WithRequestOptions gives the requests made with the returned context their
 // own policy: opts apply on top of the Transport's (for example their own
 // WithMaxAttempts and WithTotalTimeout), without building another Transport.
-// Options given this way for one context accumulate.
+// Options given this way for one context accumulate. They apply inside Do
+// too, where the Transport makes a single attempt whatever they say.
 func WithRequestOptions(ctx context.Context, opts ...Option) context.Context {
 	return withPolicy(ctx, func(p *requestPolicy) { p.opts = append(p.opts, opts...) })
 }

@@ -21,7 +21,20 @@ import (
 //
 // One layer: inside another retry loop of this package (found through ctx),
 // Do calls op once and returns its error unchanged, markers included, so the
-// outer loop decides and attempts never multiply.
+// outer loop decides and attempts never multiply. Likewise a Transport that
+// op calls with its context makes a single attempt per call, under the
+// request's own policy (NoRetry, Idempotent, WithRequestOptions), and gives
+// a POST or PATCH that needs a key one that is the same on every attempt of
+// the loop: the key of a request is made from the loop, the request's
+// method and URL, and its rank among the requests with the same method and
+// URL in the attempt (the second POST to /charges gets the same key on every
+// attempt, and not the first one's). Requests with the same method and URL
+// sent concurrently within one attempt are ranked in the order they reach the
+// Transport: give those keys of their own. Work that op detaches from the
+// loop (context.WithoutCancel) is outside it, and gets neither the loop's
+// keys nor its single attempt; this is told by the detached context's
+// never ending, so it needs a loop whose context can end (a deadline, or a
+// cancellable ctx).
 func Do(ctx context.Context, op func(context.Context) error, opts ...Option) error {
 	c := configFor(opts)
 	if inLoop(ctx) {

@@ -9,26 +9,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/exactlyonce/retry"
 )
 
 // memTransport answers every request in memory with a fixed status, after
-// reading and closing the request body as a real transport would.
+// reading and closing the request body as a real transport would. It
+// implements nothing of this package's: a custom RoundTripper as users have.
 type memTransport struct {
 	status int
 	calls  atomic.Int64
 }
-
-// BoundsAttempts says an in-memory answer never hangs, so the Transport needs
-// no timer for its default attempt timeout.
-func (m *memTransport) BoundsAttempts() bool { return true }
-
-// unboundedMem is memTransport without that promise: the Transport times
-// every attempt itself.
-type unboundedMem struct{ m *memTransport }
-
-func (u unboundedMem) RoundTrip(r *http.Request) (*http.Response, error) { return u.m.RoundTrip(r) }
 
 func (m *memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	m.calls.Add(1)
@@ -56,47 +48,82 @@ func (f headerCopyFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 
 var floorKey = []string{`"6f1c1a2e-93b5-4c43-9a51-2f0c8f3e9d11"`}
 
-// BenchmarkTransportCost is the library's cost per request over an in-memory
-// RoundTripper, success on the first attempt, next to a plain http.Client in
-// the same run. The "floor" rows are a transport that only copies the
-// request and adds a constant key header: what adding any header costs.
-func BenchmarkTransportCost(b *testing.B) {
-	payload := bytes.Repeat([]byte("x"), 1024)
-	mem := &memTransport{status: 200}
-	clients := []struct {
+// costClients are the clients a cost benchmark compares over one base: a
+// plain http.Client (the baseline), the header-copy floor, the Transport
+// with its defaults, with WithTotalTimeout (and, as its baseline, a plain
+// client with the same Timeout), and with adaptive timeouts.
+func costClients(base http.RoundTripper) []struct {
+	name   string
+	client *http.Client
+} {
+	return []struct {
 		name   string
 		client *http.Client
 	}{
-		{"plain", &http.Client{Transport: mem}},
-		{"floor", &http.Client{Transport: headerCopyFloor{mem}}},
-		{"retry", &http.Client{Transport: retry.NewTransport(mem)}},
-		{"retry-timed", &http.Client{Transport: retry.NewTransport(unboundedMem{mem})}},
-		{"retry-adaptive", &http.Client{Transport: retry.NewTransport(mem, retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{}))}},
+		{"plain", &http.Client{Transport: base}},
+		{"floor", &http.Client{Transport: headerCopyFloor{base}}},
+		{"retry", &http.Client{Transport: retry.NewTransport(base)}},
+		{"plain-timeout", &http.Client{Transport: base, Timeout: 5 * time.Second}},
+		{"retry-total", &http.Client{Transport: retry.NewTransport(base, retry.WithTotalTimeout(5*time.Second))}},
+		{"retry-adaptive", &http.Client{Transport: retry.NewTransport(base, retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{}))}},
 	}
-	for _, method := range []string{"GET", "POST", "POST+type", "POST+key"} {
-		for _, c := range clients {
-			b.Run(method+"/"+c.name, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					var body io.Reader
-					if method != "GET" {
-						body = bytes.NewReader(payload)
+}
+
+// costRequest makes one request of a cost benchmark: a GET, a 1 KiB POST,
+// one with a Content-Type (as http.Client.Post sends it), or one that
+// brings its own key.
+func costRequest(method, url string, payload []byte) *http.Request {
+	var body io.Reader
+	if method != "GET" {
+		body = bytes.NewReader(payload)
+	}
+	verb, _, _ := strings.Cut(method, "+")
+	req, _ := http.NewRequest(verb, url, body)
+	switch method {
+	case "POST+type":
+		req.Header = http.Header{"Content-Type": {"application/json"}}
+	case "POST+key":
+		req.Header = http.Header{"Idempotency-Key": {`"order-42"`}}
+	}
+	return req
+}
+
+// BenchmarkTransportCost is the library's cost per successful request next
+// to a plain http.Client in the same run, over the two bases users have:
+// net/http's own *http.Transport on loopback ("net"), and a custom
+// in-memory RoundTripper that implements nothing of this package's ("mem").
+// The "floor" rows are a transport that only copies the request and adds a
+// constant key header: what adding any header costs.
+func BenchmarkTransportCost(b *testing.B) {
+	payload := bytes.Repeat([]byte("x"), 1024)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	netBase := srv.Client().Transport.(*http.Transport)
+	defer netBase.CloseIdleConnections()
+	for _, base := range []struct {
+		name string
+		rt   http.RoundTripper
+		url  string
+	}{
+		{"net", netBase, srv.URL + "/charge"},
+		{"mem", &memTransport{status: 200}, "http://mem.test/charge"},
+	} {
+		for _, method := range []string{"GET", "POST", "POST+type", "POST+key"} {
+			for _, c := range costClients(base.rt) {
+				b.Run(base.name+"/"+method+"/"+c.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						resp, err := c.client.Do(costRequest(method, base.url, payload))
+						if err != nil || resp.StatusCode != 200 {
+							b.Fatal(err)
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
 					}
-					verb, _, _ := strings.Cut(method, "+")
-					req, _ := http.NewRequest(verb, "http://mem.test/charge", body)
-					switch method {
-					case "POST+type": // as http.Client.Post sends it
-						req.Header = http.Header{"Content-Type": {"application/json"}}
-					case "POST+key": // the caller brings its own key
-						req.Header = http.Header{"Idempotency-Key": {`"order-42"`}}
-					}
-					resp, err := c.client.Do(req)
-					if err != nil || resp.StatusCode != 200 {
-						b.Fatal(err)
-					}
-					resp.Body.Close()
-				}
-			})
+				})
+			}
 		}
 	}
 }

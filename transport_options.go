@@ -11,8 +11,8 @@ const (
 	// bodies given to http.NewRequest) are replayed at any size.
 	DefaultBodyBufferLimit = 1 << 20
 	// DefaultDrainLimit is how much of a retried response's body is read and
-	// discarded so its connection can be reused; past it the connection is
-	// closed instead. Error bodies are usually far smaller.
+	// discarded so its connection can be reused; past it (or past a second)
+	// the connection is closed instead. Error bodies are usually far smaller.
 	DefaultDrainLimit = 64 << 10
 )
 
@@ -71,6 +71,10 @@ func WithBodyBufferLimit(n int64) Option {
 
 // WithDrainLimit sets how much of a retried response's body is drained for
 // connection reuse (default DefaultDrainLimit). n <= 0 closes without reading.
+// A drain is also bounded in time: a body that has not ended within a second
+// (or by the deadline) is closed where it stands and its connection dropped,
+// so a stalled error body never holds a retry. The drain takes place during
+// the wait before the retry.
 func WithDrainLimit(n int64) Option {
 	if n < 0 {
 		n = 0
