@@ -7,6 +7,24 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
+// deadline returns the total deadline, reading the clock only when a total
+// timeout is configured.
+func (c *config) deadline(ctx context.Context) time.Time {
+	if c.totalTimeout <= 0 {
+		d, _ := ctx.Deadline()
+		return d
+	}
+	return deadlineOf(ctx, c.totalTimeout, c.clock.Now())
+}
+
+// attemptContext derives one attempt's context from the loop's.
+func (c *config) attemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if c.attemptTimeout <= 0 {
+		return ctx, noop
+	}
+	return withAttemptTimeout(ctx, c.clock, attemptTimeout(c.attemptTimeout, deadline, c.clock.Now()))
+}
+
 // deadlineOf returns the total deadline: the context's or now+total,
 // whichever is sooner. The zero time means there is none.
 func deadlineOf(ctx context.Context, total time.Duration, now time.Time) time.Time {

@@ -101,24 +101,6 @@ func (c *config) attempt(ctx context.Context, deadline time.Time, op func(contex
 	return op(actx)
 }
 
-// deadline returns the total deadline, reading the clock only when a total
-// timeout is configured.
-func (c *config) deadline(ctx context.Context) time.Time {
-	if c.totalTimeout <= 0 {
-		d, _ := ctx.Deadline()
-		return d
-	}
-	return deadlineOf(ctx, c.totalTimeout, c.clock.Now())
-}
-
-// attemptContext derives one attempt's context from the loop's.
-func (c *config) attemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	if c.attemptTimeout <= 0 {
-		return ctx, noop
-	}
-	return withAttemptTimeout(ctx, c.clock, attemptTimeout(c.attemptTimeout, deadline, c.clock.Now()))
-}
-
 // classifyErr turns an operation's error into the loop's outcome.
 func (c *config) classifyErr(err error) outcome {
 	if err == nil {

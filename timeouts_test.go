@@ -24,8 +24,13 @@ func bases(t *testing.T, h http.HandlerFunc) map[string]http.RoundTripper {
 	netTr, _ := newPipeServer(t, h)
 	custom := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		rec := newStreamRecorder(r)
+		in := r.Clone(r.Context()) // the request as a server sees it
+		if in.Body == nil {
+			in.Body = http.NoBody
+		}
 		go func() {
-			h(rec, r)
+			h(rec, in)
+			in.Body.Close() // a RoundTripper closes the request body
 			rec.finish()
 		}()
 		return rec.response()
