@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -48,6 +49,37 @@ func (f headerCopyFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 
 var floorKey = []string{`"6f1c1a2e-93b5-4c43-9a51-2f0c8f3e9d11"`}
 
+// timerFloor is the least a RoundTripper can do to bound the wait for a
+// response without modifying the caller's request: copy it with a
+// cancellable context, arm a timer that cancels it, stop the timer when the
+// headers arrive, and end the context when the body is closed. It is the
+// floor under any transport that times an attempt.
+type timerFloor struct{ base http.RoundTripper }
+
+func (f timerFloor) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	t := time.AfterFunc(retry.DefaultAttemptTimeout, cancel)
+	resp, err := f.base.RoundTrip(req.WithContext(ctx))
+	t.Stop()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelBody{resp.Body, cancel}
+	return resp, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
 // costClients are the clients a cost benchmark compares over one base: a
 // plain http.Client (the baseline), the header-copy floor, the Transport
 // with its defaults, with WithTotalTimeout (and, as its baseline, a plain
@@ -62,6 +94,7 @@ func costClients(base http.RoundTripper) []struct {
 	}{
 		{"plain", &http.Client{Transport: base}},
 		{"floor", &http.Client{Transport: headerCopyFloor{base}}},
+		{"timer-floor", &http.Client{Transport: timerFloor{base}}},
 		{"retry", &http.Client{Transport: retry.NewTransport(base)}},
 		{"plain-timeout", &http.Client{Transport: base, Timeout: 5 * time.Second}},
 		{"retry-total", &http.Client{Transport: retry.NewTransport(base, retry.WithTotalTimeout(5*time.Second))}},
@@ -89,11 +122,14 @@ func costRequest(method, url string, payload []byte) *http.Request {
 }
 
 // BenchmarkTransportCost is the library's cost per successful request next
-// to a plain http.Client in the same run, over the two bases users have:
-// net/http's own *http.Transport on loopback ("net"), and a custom
-// in-memory RoundTripper that implements nothing of this package's ("mem").
-// The "floor" rows are a transport that only copies the request and adds a
-// constant key header: what adding any header costs.
+// to a plain http.Client in the same run, over the bases users have:
+// net/http's own *http.Transport on loopback ("net"), the same with a
+// ResponseHeaderTimeout ("net-bounded"), and a custom in-memory
+// RoundTripper that implements nothing of this package's ("mem"). The
+// "floor" rows are a transport that only copies the request and adds a
+// constant key header (what adding any header costs), the "timer-floor"
+// rows one that only bounds the wait for the response with a timer (what
+// bounding an attempt costs).
 func BenchmarkTransportCost(b *testing.B) {
 	payload := bytes.Repeat([]byte("x"), 1024)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,12 +138,16 @@ func BenchmarkTransportCost(b *testing.B) {
 	defer srv.Close()
 	netBase := srv.Client().Transport.(*http.Transport)
 	defer netBase.CloseIdleConnections()
+	bounded := netBase.Clone() // bounds its own waits: no timer of the Transport's
+	bounded.ResponseHeaderTimeout = retry.DefaultAttemptTimeout
+	defer bounded.CloseIdleConnections()
 	for _, base := range []struct {
 		name string
 		rt   http.RoundTripper
 		url  string
 	}{
 		{"net", netBase, srv.URL + "/charge"},
+		{"net-bounded", bounded, srv.URL + "/charge"},
 		{"mem", &memTransport{status: 200}, "http://mem.test/charge"},
 	} {
 		for _, method := range []string{"GET", "POST", "POST+type", "POST+key"} {

@@ -2,20 +2,20 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // memTransport answers every request at once with 200 and a two-byte body,
-// without a network: what remains is the cost of the client.
+// without a network: what remains is the cost of the client. It implements
+// nothing of any library's: a custom RoundTripper as users write them.
 type memTransport struct{}
-
-// BoundsAttempts tells exactlyonce's Transport (retry.AttemptBounder) that
-// this base needs no timer per attempt: it answers at once, as an
-// http.Transport with a ResponseHeaderTimeout bounds its own waits.
-func (memTransport) BoundsAttempts() bool { return true }
 
 func (memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
@@ -35,36 +35,99 @@ func (memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// costPayload is the body of the POST cost benchmark.
+// costPayload is the body of the POST cost benchmarks.
 var costPayload = bytes.Repeat([]byte("p"), 1024)
 
-// CostBenchmark returns a benchmark of one successful request (GET, or a
-// POST of 1 KiB) through lib with its defaults over an in-memory transport.
-func CostBenchmark(lib Library, method string) func(b *testing.B) {
+// CostCase is one way of measuring a library's cost per request.
+type CostCase struct {
+	// Name labels the case in tables.
+	Name string
+	// Method is GET, or POST with a 1 KiB body.
+	Method string
+	// Loopback sends over net/http's own *http.Transport (a clone of
+	// http.DefaultTransport, what users have) to a server on loopback;
+	// otherwise over a custom in-memory RoundTripper.
+	Loopback bool
+	// Deadline gives every request a 5 s deadline in its context, as a
+	// request served for an incoming one usually has.
+	Deadline bool
+}
+
+// CostCases are the cases every library is measured in.
+var CostCases = []CostCase{
+	{Name: "GET over net/http's Transport, loopback", Method: http.MethodGet, Loopback: true},
+	{Name: "POST 1 KiB over net/http's Transport, loopback", Method: http.MethodPost, Loopback: true},
+	{Name: "GET with a 5 s request deadline, loopback", Method: http.MethodGet, Loopback: true, Deadline: true},
+	{Name: "POST 1 KiB with a 5 s request deadline, loopback", Method: http.MethodPost, Loopback: true, Deadline: true},
+	{Name: "GET over a custom in-memory RoundTripper", Method: http.MethodGet},
+	{Name: "POST 1 KiB over a custom in-memory RoundTripper", Method: http.MethodPost},
+}
+
+// costServer answers every request with 200 "ok" after reading its body.
+func costServer() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+}
+
+// CostBenchmark returns a benchmark of one successful request through lib
+// with its defaults, as cc says; url is costServer's, for loopback cases.
+func CostBenchmark(lib Library, cc CostCase, url string) func(b *testing.B) {
 	return func(b *testing.B) {
-		client := lib.New(Defaults, memTransport{})
+		base, target := costBase(cc, url)
+		if tr, ok := base.(*http.Transport); ok {
+			defer tr.CloseIdleConnections()
+		}
+		client := lib.New(Defaults, base)
 		var body []byte
-		if method == http.MethodPost {
+		if cc.Method == http.MethodPost {
 			body = costPayload
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			var rd io.Reader
-			if body != nil {
-				rd = bytes.NewReader(body)
-			}
-			req, err := http.NewRequest(method, "http://bench.invalid/op", rd)
-			if err != nil {
+			if err := costOnce(client, cc, target, body); err != nil {
 				b.Fatal(err)
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
 		}
 	}
+}
+
+// costBase returns the base of a cost case and the address to send to;
+// close the base's idle connections when done.
+func costBase(cc CostCase, url string) (http.RoundTripper, string) {
+	if !cc.Loopback {
+		return memTransport{}, "http://bench.invalid/op"
+	}
+	return http.DefaultTransport.(*http.Transport).Clone(), url + "/op"
+}
+
+// costOnce sends one request of a cost benchmark and reads its answer.
+func costOnce(client Client, cc CostCase, url string, body []byte) error {
+	ctx := context.Background()
+	if cc.Deadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, cc.Method, url, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // Cost is one library's measured cost per request.
@@ -78,20 +141,22 @@ type Cost struct {
 // the fastest run of each, the one least disturbed by other work on the
 // machine. Rounds interleave the libraries, so a busy spell slows them all
 // rather than one.
-const costRounds = 5
+const costRounds = 3
 
-// MeasureCosts runs CostBenchmark for every library and method with
+// MeasureCosts runs CostBenchmark for every library and case with
 // testing.Benchmark, costRounds times over, and returns the fastest run of
-// each, indexed like libs and methods.
-func MeasureCosts(libs []Library, methods []string) [][]Cost {
+// each, indexed like libs and cases.
+func MeasureCosts(libs []Library, cases []CostCase) [][]Cost {
+	srv := costServer()
+	defer srv.Close()
 	best := make([][]Cost, len(libs))
 	for i := range best {
-		best[i] = make([]Cost, len(methods))
+		best[i] = make([]Cost, len(cases))
 	}
 	for range costRounds {
-		for i, lib := range libs {
-			for j, m := range methods {
-				r := testing.Benchmark(CostBenchmark(lib, m))
+		for j, cc := range cases {
+			for i, lib := range libs {
+				r := testing.Benchmark(CostBenchmark(lib, cc, srv.URL))
 				if r.N == 0 {
 					continue
 				}

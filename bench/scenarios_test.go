@@ -146,22 +146,21 @@ func TestStormCounts(t *testing.T) {
 
 func TestCost(t *testing.T) {
 	t.Parallel()
+	srv := costServer()
+	defer srv.Close()
 	for _, lib := range Libraries() {
-		for _, m := range []string{http.MethodGet, http.MethodPost} {
+		for _, cc := range CostCases {
+			base, url := costBase(cc, srv.URL)
 			var body []byte
-			if m == http.MethodPost {
+			if cc.Method == http.MethodPost {
 				body = costPayload
 			}
-			req, err := newRequest(context.Background(), m, "http://bench.invalid/op", "", body)
-			if err != nil {
-				t.Fatal(err)
+			if err := costOnce(lib.New(Defaults, base), cc, url, body); err != nil {
+				t.Errorf("%s, %s: %v", lib.Name, cc.Name, err)
 			}
-			resp, err := lib.New(Defaults, memTransport{}).Do(req)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				t.Errorf("%s %s: %v, %v", lib.Name, m, resp, err)
-				continue
+			if tr, ok := base.(*http.Transport); ok {
+				tr.CloseIdleConnections()
 			}
-			resp.Body.Close()
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -85,7 +84,8 @@ type LibResult struct {
 	// Nested layers; NestedDefaults only when Library.QuickDefaults.
 	NestedPolicy, NestedDefaults NestedResult
 
-	CostGET, CostPOST Cost
+	// Costs are indexed like CostCases.
+	Costs []Cost
 
 	RASeconds, RADate, RALong RetryAfterResult
 	Replay                    ReplayResult
@@ -116,9 +116,9 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 	// Cost first, while nothing else runs.
 	if s.Cost {
 		t := time.Now()
-		costs := MeasureCosts(libs, []string{http.MethodGet, http.MethodPost})
+		costs := MeasureCosts(libs, CostCases)
 		for i := range rs {
-			rs[i].CostGET, rs[i].CostPOST = costs[i][0], costs[i][1]
+			rs[i].Costs = costs[i]
 		}
 		fmt.Fprintf(log, "%-40s %v\n", "library cost", time.Since(t).Round(time.Millisecond))
 	}
