@@ -24,20 +24,31 @@ type scripted struct {
 	script  []int
 	headers map[int]http.Header
 	body    []byte
-	seen    []seenRequest
+	reqs    []recorded
+	// clk, if set, times the requests; else the time package does.
+	clk interface{ Now() time.Time }
 }
 
-type seenRequest struct {
-	key  string
-	body []byte
-	at   time.Time
+// recorded is one request as the server saw it.
+type recorded struct {
+	method, key string
+	body        []byte
+	at          time.Time
+}
+
+func newScripted(script ...int) *scripted {
+	return &scripted{script: script, headers: map[int]http.Header{}}
 }
 
 func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	n := len(s.seen)
-	s.seen = append(s.seen, seenRequest{key: r.Header.Get("Idempotency-Key"), body: body, at: time.Now()})
+	n := len(s.reqs)
+	at := time.Now()
+	if s.clk != nil {
+		at = s.clk.Now()
+	}
+	s.reqs = append(s.reqs, recorded{method: r.Method, key: r.Header.Get("Idempotency-Key"), body: body, at: at})
 	code, h := s.script[min(n, len(s.script)-1)], s.headers[n]
 	s.mu.Unlock()
 	for k, v := range h {
@@ -47,10 +58,10 @@ func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	w.Write(s.body)
 }
 
-func (s *scripted) requests() []seenRequest {
+func (s *scripted) requests() []recorded {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]seenRequest(nil), s.seen...)
+	return append([]recorded(nil), s.reqs...)
 }
 
 // eachBase runs behaviour once over net/http's Transport and once over a
@@ -60,7 +71,7 @@ func eachBase(t *testing.T, script []int, behaviour func(t *testing.T, base http
 	for _, kind := range []string{"net/http", "custom"} {
 		t.Run(kind, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := &scripted{script: script, headers: map[int]http.Header{}}
+				s := newScripted(script...)
 				behaviour(t, bases(t, s.serve)[kind], s)
 			})
 		})

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,30 +20,18 @@ import (
 	"github.com/exactlyonce/retry"
 )
 
-// recorded is one request as the server saw it.
-type recorded struct {
-	method, key string
-	body        []byte
-	at          time.Time
-}
-
-// scriptServer answers with the statuses in script (the last one repeats),
-// and records every request.
+// scriptServer serves a scripted handler on loopback and counts its
+// connections.
 type scriptServer struct {
 	*httptest.Server
-	mu       sync.Mutex
-	script   []int
-	headers  map[int]http.Header
-	body     []byte
-	reqs     []recorded
-	clk      interface{ Now() time.Time }
+	*scripted
 	newConns atomic.Int32
 	openConn atomic.Int32
 	closedCh chan struct{} // one value per connection closed
 }
 
 func newScriptServer(t *testing.T, script ...int) *scriptServer {
-	s := &scriptServer{script: script, headers: map[int]http.Header{}, closedCh: make(chan struct{}, 1024)}
+	s := &scriptServer{scripted: newScripted(script...), closedCh: make(chan struct{}, 1024)}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		switch st {
@@ -59,31 +46,6 @@ func newScriptServer(t *testing.T, script ...int) *scriptServer {
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
-}
-
-func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	s.mu.Lock()
-	n := len(s.reqs)
-	rec := recorded{method: r.Method, key: r.Header.Get("Idempotency-Key"), body: body}
-	if s.clk != nil {
-		rec.at = s.clk.Now()
-	}
-	s.reqs = append(s.reqs, rec)
-	code := s.script[min(n, len(s.script)-1)]
-	h := s.headers[n]
-	s.mu.Unlock()
-	for k, v := range h {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(code)
-	w.Write(s.body)
-}
-
-func (s *scriptServer) requests() []recorded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]recorded(nil), s.reqs...)
 }
 
 func newClient(t *testing.T, opts ...retry.Option) (*http.Client, *retry.Transport) {
