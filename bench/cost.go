@@ -61,6 +61,8 @@ var CostCases = []CostCase{
 	{Name: "POST 1 KiB with a 5 s request deadline, loopback", Method: http.MethodPost, Loopback: true, Deadline: true},
 	{Name: "GET over a custom in-memory RoundTripper", Method: http.MethodGet},
 	{Name: "POST 1 KiB over a custom in-memory RoundTripper", Method: http.MethodPost},
+	{Name: "GET with a 5 s request deadline, in memory", Method: http.MethodGet, Deadline: true},
+	{Name: "POST 1 KiB with a 5 s request deadline, in memory", Method: http.MethodPost, Deadline: true},
 }
 
 // costServer answers every request with 200 "ok" after reading its body.
