@@ -73,5 +73,6 @@
 // real PostgreSQL (13 or later, for gen_random_uuid) named by the environment
 // variable EXACTLYONCE_PG_DSN (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable), each in a fresh
-// schema of its own.
+// schema of its own. Without that server they fail at once, with one message
+// saying what they need; they never skip.
 package pgstore
