@@ -320,7 +320,14 @@ func problemResponse(status int, code, detail string) []byte {
 // maxPooled is the largest buffer kept in a pooled recorder.
 const maxPooled = 64 << 10
 
-// readBody reads r's body up to limit bytes, appending to buf.
+// firstBodyBuffer is the size of the request buffer made before any byte of
+// the body has arrived.
+const firstBodyBuffer = 2 << 10
+
+// readBody reads r's body up to limit bytes, appending to buf. The buffer
+// grows with the bytes that arrive (doubling, up to the limit), never ahead
+// of them from the declared Content-Length: a client that declares a large
+// body and stalls holds little memory.
 func readBody(r *http.Request, limit int64, buf []byte) (body []byte, tooLarge bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false, nil
@@ -328,14 +335,23 @@ func readBody(r *http.Request, limit int64, buf []byte) (body []byte, tooLarge b
 	if r.ContentLength > limit {
 		return nil, true, nil
 	}
-	if r.ContentLength >= 0 && int64(cap(buf)) <= r.ContentLength {
-		buf = make([]byte, 0, r.ContentLength+1) // room to see EOF without growing
-	} else if cap(buf) == 0 {
-		buf = make([]byte, 0, 512)
+	// Room for the declared length and one byte more, to see EOF without
+	// growing; never more than that, nor than the limit allows.
+	most := limit + 1
+	if r.ContentLength >= 0 {
+		most = r.ContentLength + 1
+	}
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(most, firstBodyBuffer))
 	}
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			if int64(cap(buf)) >= most {
+				most = limit + 1 // more than declared: only the limit holds
+			}
+			grown := make([]byte, len(buf), min(most, 2*int64(cap(buf))))
+			copy(grown, buf)
+			buf = grown
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
