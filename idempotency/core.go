@@ -24,6 +24,9 @@ const (
 // at once. One microsecond: the finest time a database store keeps.
 const abandonLease = time.Microsecond
 
+// errEmptyKey is returned by Runner.Do for a Request without a Key.
+var errEmptyKey = Permanent(errors.New("idempotency: empty key"))
+
 // Request names one unit of work.
 type Request struct {
 	// Caller scopes the key: the authenticated principal or tenant. Two
@@ -165,7 +168,7 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 // outcome, a release) do not stop when ctx is cancelled.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
 	if req.Key == "" {
-		return Result{}, errors.New("idempotency: empty key")
+		return Result{}, errEmptyKey
 	}
 	cr := ClaimRequest{
 		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
@@ -193,7 +196,7 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	case ClaimCreated, ClaimTakenOver:
 		return r.execute(ctx, c, work)
 	default:
-		return Result{}, fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome)
+		return Result{}, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
 	}
 }
 

@@ -38,7 +38,8 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 	if len(rec.RecoveryData) > 0 {
 		steps, err := decodeSteps(rec.RecoveryData)
 		if err != nil {
-			return nil, fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err)
+			// Every retry would read the same bytes.
+			return nil, Permanent(fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err))
 		}
 		e.steps = steps
 	}

@@ -52,8 +52,8 @@ type memRecord struct {
 const claimCollect = 2
 
 // errInvalidClaim is returned by MemoryStore.Claim for a request without a
-// positive Lease and TTL.
-var errInvalidClaim = errors.New("idempotency: claim needs a positive Lease and TTL")
+// positive Lease and TTL: the same request always fails.
+var errInvalidClaim = Permanent(errors.New("idempotency: claim needs a positive Lease and TTL"))
 
 // NewMemoryStore returns an empty MemoryStore reading time from clk
 // (nil: the system clock).

@@ -102,8 +102,10 @@ type middleware struct {
 //   - the key completed: the stored status, header and body byte for byte,
 //     plus "Idempotent-Replayed: true";
 //   - the CallerFunc failed: 401;
-//   - a store failure: 503 with Retry-After; a stored response this package
-//     cannot read: 500.
+//   - a store failure that a retry may get past (a refused connection, a
+//     timeout): 503 with Retry-After; one that every retry would meet again
+//     (ErrPermanent: an input or a limit the store cannot take), or a stored
+//     response this package cannot read: 500 without Retry-After.
 //
 // What is stored: the handler may call MarkStarted(r.Context()) when
 // execution begins (before it writes the response header). A 4xx written
@@ -241,6 +243,9 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 	case errors.Is(err, ErrLeaseLost):
 		writeProblem(w, http.StatusConflict, CodeLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
+	case errors.Is(err, ErrPermanent):
+		// A retry would fail the same way: not retryable.
+		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)
 	default:
 		writeProblem(w, http.StatusServiceUnavailable, CodeStoreFailed, "The idempotency store is unavailable.", time.Second)
 	}

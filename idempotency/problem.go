@@ -40,8 +40,9 @@ const (
 	CodeBodyUnreadable = "request_body_unreadable"
 	// CodeCallerUnknown (401): the CallerFunc failed.
 	CodeCallerUnknown = "caller_unknown"
-	// CodeStoreFailed (503, or 500 for an unreadable stored response): the
-	// store failed.
+	// CodeStoreFailed: the store failed; 503 with Retry-After when a retry
+	// may succeed, 500 without it when a retry would fail the same way (a
+	// permanent store error, an unreadable stored response).
 	CodeStoreFailed = "idempotency_store_failed"
 	// CodeResponseTooBig (500, stored): the outcome was over the response
 	// limit.

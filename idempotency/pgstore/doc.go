@@ -15,7 +15,9 @@
 //
 // # Semantics
 //
-// The key of a record is (caller, key). Claim is one statement and one round
+// The key of a record is (caller, key), each of any length and any bytes:
+// the primary key index is on a SHA-256 of both, and every query matches
+// both exactly as well. Claim is one statement and one round
 // trip. It reads the row first; a completed, live in-progress or mismatching
 // record is reported as it is, without a lock or a write, so replays are
 // cheap. Otherwise INSERT ... ON CONFLICT DO UPDATE ... WHERE creates the
@@ -28,6 +30,13 @@
 // was lost (or the row is another incarnation of the key), and the write
 // returns idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),
 // never the clock of the process.
+//
+// An error that every repeat of the call would meet again (a value or a
+// limit the database refuses, a missing table, a failed login) is marked
+// idempotency.Permanent, so the middleware answers it with 500 and no
+// Retry-After; errors a retry may get past (refused or broken connections,
+// timeouts, serialization failures, too many connections, a shutdown) are
+// left unmarked and answered 503 with Retry-After.
 //
 // # Local effects in the same transaction
 //

@@ -85,7 +85,7 @@ func (t *completionTx) Complete(ctx context.Context, response []byte) error {
 		if errors.As(errUpdate, &pgErr) && pgErr.Code == leaseLostCode {
 			return idempotency.ErrLeaseLost
 		}
-		return fmt.Errorf("pgstore: complete: %w", err)
+		return fmt.Errorf("pgstore: complete: %w", classify(err))
 	}
 	t.end(ctx, false)
 	if tag.String() == "ROLLBACK" { // the transaction had already failed

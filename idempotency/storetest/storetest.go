@@ -39,6 +39,10 @@
 //   - tenant isolation: the same key under another caller is independent,
 //     and (caller, key) pairs are not confused by concatenation;
 //   - records are copies, in and out;
+//   - any caller, key and recovery point is taken as it is: values far
+//     longer than a database index entry (100 KiB), NUL bytes, invalid
+//     UTF-8, and long values that differ only at their ends or split
+//     differently between caller and key are never confused;
 //   - for a TxStore: Tx.Complete commits (with the local writes), a stale
 //     fence (or one of an earlier record of the key) rolls everything back,
 //     Rollback leaves the record owned.
@@ -121,6 +125,8 @@ var cases = []struct {
 	{"DeleteExpiredLimit", testDeleteExpiredLimit},
 	{"TenantIsolation", testTenantIsolation},
 	{"RecordsAreCopies", testRecordsAreCopies},
+	{"LongCallerAndKey", testLongCallerAndKey},
+	{"OddRecoveryPoints", testOddRecoveryPoints},
 	{"TxCompleteCommits", testTxCompleteCommits},
 	{"TxLostLeaseRollsBack", testTxLostLeaseRollsBack},
 	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
