@@ -270,24 +270,28 @@ func (rw *recorder) refingerprint(version string) (string, bool) {
 // recording the response and recovering a panic.
 func (rw *recorder) run(ctx context.Context, e *Execution) ([]byte, error) {
 	rw.exec = e
+	hw := &handlerWriter{rw: rw}
 	r := rw.req.WithContext(ctx)
 	if rw.reqBody != nil {
 		rw.in.Reset(rw.reqBody)
-		r.Body = &rw.in
+		hw.body.in = &rw.in
+		r.Body = &hw.body
 	}
-	rw.serve(r)
+	rw.serve(hw, r)
 	return rw.outcome(rw.panicked)
 }
 
-// serve runs the handler, recovering a panic.
-func (rw *recorder) serve(r *http.Request) {
+// serve runs the handler, recovering a panic, and ends the handler's use of
+// hw when it returns.
+func (rw *recorder) serve(hw *handlerWriter, r *http.Request) {
 	rw.panicked = true
 	defer func() {
 		if rw.panicked {
 			rw.panicVal = recover()
 		}
+		hw.close(!rw.panicked)
 	}()
-	rw.next.ServeHTTP(rw, r)
+	rw.next.ServeHTTP(hw, r)
 	rw.panicked = false
 }
 
