@@ -14,7 +14,8 @@ import (
 const (
 	// DefaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
 	DefaultMaxRequestBody = 1 << 20
-	// DefaultMaxResponseBody is the largest response body stored (1 MiB).
+	// DefaultMaxResponseBody is the largest response stored (1 MiB): status,
+	// header and body, as stored.
 	DefaultMaxResponseBody = 1 << 20
 )
 
@@ -65,8 +66,9 @@ func WithMaxRequestBody(n int64) HTTPOption {
 	}
 }
 
-// WithMaxResponseBody sets the largest response body stored (default
-// DefaultMaxResponseBody). See Middleware for what happens to a larger one.
+// WithMaxResponseBody sets the largest response stored (default
+// DefaultMaxResponseBody), counting everything stored: the status, the
+// header and the body. See Middleware for what happens to a larger one.
 // Values <= 0 are ignored.
 func WithMaxResponseBody(n int) HTTPOption {
 	return func(m *middleware) {
@@ -116,15 +118,24 @@ type middleware struct {
 //
 // The response is buffered until the handler returns, then stored, then sent:
 // Flush does nothing (streaming is not possible while the outcome must be
-// stored first) and Hijack is not supported. A rejection larger than the
-// response limit is streamed instead. An outcome larger than the limit is
-// not sent: the transaction (with a TxStore) is rolled back and a 500 problem
-// (code response_too_large) is stored and sent instead, because execution
-// began and must never run twice. Likewise a panicking handler stores a 500
+// stored first) and Hijack is not supported. As with net/http, the header is
+// taken when it is written (WriteHeader, or the first Write): changes to the
+// header map after that are neither sent nor stored, and trailers are
+// neither. The response limit (WithMaxResponseBody) counts everything stored:
+// status, header and body. A rejection larger than the limit is streamed
+// instead. An outcome larger than the limit is not sent: the transaction
+// (with a TxStore) is rolled back and a small 500 problem (code
+// response_too_large) is stored and sent instead, because execution began
+// and must never run twice. Likewise a panicking handler stores a 500
 // problem (code handler_panicked), after a rollback, unless it had already
 // written a rejection, which frees the key; the panic is then re-raised, so
 // http.Server logs it and the client of that attempt sees a broken connection
-// and its retry gets the stored 500. Trailers are not stored.
+// and its retry gets the stored 500.
+//
+// The handler's ResponseWriter and request body are its own, for this
+// request only, and stop working when it returns, as a handler may not use
+// them afterwards: a late Write fails with ErrHandlerReturned, a late Read
+// with http.ErrBodyReadAfterClose, and neither ever reaches another request.
 //
 // With a TxStore the handler's request context carries the transaction
 // (r.Context(), see the store's documentation), committed with the stored
