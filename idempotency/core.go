@@ -103,8 +103,9 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the clock used for Retry-After hints and, when NewRunner
-// makes the default MemoryStore, for that store (default: the system clock).
+// WithClock sets the clock that times executions (for Retry-After hints) and,
+// when NewRunner makes the default MemoryStore, the clock of that store
+// (default: the system clock).
 func WithClock(c clock.Clock) Option {
 	return func(r *Runner) {
 		if c != nil {
@@ -123,6 +124,8 @@ type Runner struct {
 	clock clock.Clock
 	lease time.Duration
 	ttl   time.Duration
+	// times learns how long executions take, for Retry-After hints.
+	times executionTimes
 }
 
 // NewRunner returns a Runner keeping its records in store. A nil store means a
@@ -206,6 +209,8 @@ func (r *Runner) execute(ctx context.Context, c Claim, work Work) (res Result, e
 	if err != nil {
 		return Result{}, err
 	}
+	start := r.clock.Now()
+	defer func() { r.times.observe(r.clock.Since(start)) }()
 	f := e.Fence()
 	bg := context.WithoutCancel(ctx)
 	wctx := context.WithValue(ctx, execKey{}, e)
@@ -289,8 +294,3 @@ func (r *Runner) abandon(ctx context.Context, e *Execution) {
 	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), e.point, e.data, abandonLease)
 }
 
-// retryAfter is the time left until lockedUntil, within [1s, lease].
-func (r *Runner) retryAfter(lockedUntil time.Time) time.Duration {
-	d := lockedUntil.Sub(r.clock.Now())
-	return min(max(d, time.Second), max(r.lease, time.Second))
-}

@@ -23,8 +23,13 @@ var ErrAborted = errors.New("idempotency: aborted after execution began")
 
 // InProgressError says another execution holds the lease on the key.
 type InProgressError struct {
-	// RetryAfter is a hint for when to try again: the time left on the
-	// holder's lease, at least one second and at most the Runner's lease.
+	// RetryAfter is a hint for when to try again: about how long the
+	// Runner's recent executions took (a smoothed mean plus twice the mean
+	// deviation, as TCP times its retransmissions), at least one second, and
+	// never more than the time left on the holder's lease. Most executions
+	// take far less than their lease, so a repeat told to wait for the lease
+	// would wait (or, with a client that caps its waits, give up) for
+	// nothing.
 	RetryAfter time.Duration
 }
 

@@ -100,7 +100,9 @@ type middleware struct {
 //     malformed key, or several header lines: 400;
 //   - a body over the request limit: 413; unreadable: 400;
 //   - the key used before with another fingerprint: 422;
-//   - the key's first request still running: 409 with Retry-After;
+//   - the key's first request still running: 409 with Retry-After, about
+//     as long as requests take here (see InProgressError), never the
+//     whole lease;
 //   - the key completed: the stored status, header and body byte for byte,
 //     plus "Idempotent-Replayed: true";
 //   - the CallerFunc failed: 401;
