@@ -293,4 +293,3 @@ func (r *Runner) abandon(ctx context.Context, e *Execution) {
 	}
 	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), e.point, e.data, abandonLease)
 }
-
