@@ -15,6 +15,21 @@ var ErrInProgress = errors.New("idempotency: key is in progress")
 // different request.
 var ErrFingerprintMismatch = errors.New("idempotency: key reused with a different request")
 
+// ErrTxFailed is matched (errors.Is) by the error Runner.Do returns when a
+// statement of the execution's transaction failed (see Tx.Err): the
+// transaction was rolled back, nothing was stored, and the key was freed (or,
+// after a recovery point, left for the next retry to resume), so a retry
+// runs cleanly. The error also matches the statement's error. A TxStore's
+// Tx.Complete returns an error matching it when it refuses to commit a
+// failed transaction.
+var ErrTxFailed = errors.New("idempotency: a statement of the transaction failed; it was rolled back")
+
+// txFailedError is the error Runner.Do returns for a failed transaction.
+type txFailedError struct{ err error }
+
+func (e *txFailedError) Error() string   { return ErrTxFailed.Error() + ": " + e.err.Error() }
+func (e *txFailedError) Unwrap() []error { return []error{ErrTxFailed, e.err} }
+
 // ErrRejected is matched (errors.Is) by every error made with Reject.
 var ErrRejected = errors.New("idempotency: rejected before execution began")
 

@@ -138,16 +138,17 @@ func (s *MemoryStore) Release(ctx context.Context, f Fence) error {
 }
 
 // write applies change, under the lock, to the record f still owns, or
-// returns ErrLeaseLost and changes nothing.
+// returns ErrLeaseLost (or, when the fence holds but ctx ended, ctx's error)
+// and changes nothing.
 func (s *MemoryStore) write(ctx context.Context, f Fence, change func(r *memRecord, now time.Time)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.fenced(f, now)
 	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	change(r, now)

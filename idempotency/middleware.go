@@ -139,9 +139,21 @@ type middleware struct {
 // them afterwards: a late Write fails with ErrHandlerReturned, a late Read
 // with http.ErrBodyReadAfterClose, and neither ever reaches another request.
 //
+// The handler's request context (r.Context()) keeps the request's values
+// but no longer ends when the client disconnects: once the handler runs, the
+// client's connection does not decide the outcome. It ends when the
+// execution's lease runs out (its deadline; every recovery point and
+// Execution.Extend moves it on), and when the handler returns.
+//
 // With a TxStore the handler's request context carries the transaction
-// (r.Context(), see the store's documentation), committed with the stored
-// response.
+// (see the store's documentation), committed with the stored response. If a
+// statement of that transaction failed (a database error, a context that
+// ended, no connection to be had), nothing of it is committed and nothing is
+// stored, whatever the handler answered: the key is freed (or, after a
+// recovery point, left for the retry to resume), and the client gets 503
+// with Retry-After (code transaction_rolled_back), or 500 without it when the
+// failure is permanent (ErrPermanent), so that a retry runs cleanly. A
+// rejection (a 4xx before MarkStarted) is still sent as it is.
 //
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
@@ -256,6 +268,14 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 	case errors.Is(err, ErrLeaseLost):
 		writeProblem(w, http.StatusConflict, CodeLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
+	case errors.Is(err, ErrTxFailed) && errors.Is(err, ErrPermanent):
+		writeProblem(w, http.StatusInternalServerError, CodeTxFailed,
+			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
+				"Retrying will fail the same way until the cause is fixed.", 0)
+	case errors.Is(err, ErrTxFailed):
+		writeProblem(w, http.StatusServiceUnavailable, CodeTxFailed,
+			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
+				"Retry with the same "+h.m.header+".", time.Second)
 	case errors.Is(err, ErrPermanent):
 		// A retry would fail the same way: not retryable.
 		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)

@@ -44,6 +44,11 @@ const (
 	// may succeed, 500 without it when a retry would fail the same way (a
 	// permanent store error, an unreadable stored response).
 	CodeStoreFailed = "idempotency_store_failed"
+	// CodeTxFailed (503 with Retry-After, or 500 without it for a
+	// permanent failure; never stored): a statement of the handler's
+	// transaction failed, so it was rolled back and nothing was stored; a
+	// retry with the same key runs afresh.
+	CodeTxFailed = "transaction_rolled_back"
 	// CodeResponseTooBig (500, stored): the outcome was over the response
 	// limit.
 	CodeResponseTooBig = "response_too_large"

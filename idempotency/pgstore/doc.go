@@ -49,6 +49,20 @@
 // first statement in it, so an execution that writes nothing locally costs no
 // BEGIN and no COMMIT.
 //
+// A transaction in which a statement failed is never committed, not even in
+// part. The store records every failure of a statement made through TxFrom's
+// transaction (its savepoints, rows and batches included): an error from
+// the server, and also one that never reached it, such as a context that
+// had ended or no connection to be had from the pool, after which the
+// server's transaction would otherwise still commit. After a failure at its
+// top level the transaction refuses further statements, as PostgreSQL does
+// in an aborted transaction. Tx.Err reports the failure; the Runner then
+// rolls back, stores nothing and frees the key (idempotency.ErrTxFailed),
+// whatever the handler answered, so the retry runs cleanly. A failure inside
+// a savepoint that the handler rolls back is undone with it, as PostgreSQL
+// undoes it. Statements sent through Conn() or LargeObjects() are not seen;
+// one the server refused still keeps the COMMIT from taking effect.
+//
 // An execution that has used its transaction holds one pool connection for
 // it, and needs a second one for each recovery point it saves meanwhile: size
 // the pool for two connections per concurrent execution that does both, or a

@@ -45,7 +45,9 @@
 //     differently between caller and key are never confused;
 //   - for a TxStore: Tx.Complete commits (with the local writes), a stale
 //     fence (or one of an earlier record of the key) rolls everything back,
-//     Rollback leaves the record owned.
+//     Rollback leaves the record owned; a transaction in which a statement
+//     failed reports it (Tx.Err), and Complete then commits nothing, not
+//     even the writes made before the failure, and fails with ErrTxFailed.
 //
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a
@@ -81,6 +83,12 @@ type Harness struct {
 	// nil to check only the records.
 	TxWrite   func(ctx context.Context, name string) error
 	TxWritten func(t *testing.T, name string) bool
+
+	// TxFail is optional, used only when Store implements
+	// idempotency.TxStore: it makes a statement through the transaction ctx
+	// carries that fails, and returns its error (non-nil). Leave it nil to
+	// check only that a transaction without failures reports none.
+	TxFail func(ctx context.Context) error
 }
 
 // Run runs the whole suite as subtests of t, building a fresh Harness for
@@ -131,4 +139,5 @@ var cases = []struct {
 	{"TxLostLeaseRollsBack", testTxLostLeaseRollsBack},
 	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
 	{"TxRollback", testTxRollback},
+	{"TxFailedStatementRollsBack", testTxFailedStatementRollsBack},
 }
