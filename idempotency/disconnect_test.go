@@ -147,6 +147,8 @@ func TestWorkContextFollowsTheLease(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		_, err := e.runner.Do(ctx, req("k"), func(wctx context.Context, x *idempotency.Execution) ([]byte, error) {
+			derived, cancel := context.WithCancel(wctx)
+			defer cancel()
 			dl, ok := wctx.Deadline()
 			assert.True(t, ok)
 			assert.Equal(t, start.Add(testLease), dl, "the lease's end")
@@ -164,8 +166,11 @@ func TestWorkContextFollowsTheLease(t *testing.T) {
 			require.NoError(t, wctx.Err())
 			step <- struct{}{}
 			<-step // past the renewed lease's end
+			<-derived.Done() // a context derived from it ends too
+			assert.ErrorIs(t, context.Cause(derived), idempotency.ErrLeaseExpired)
 			<-wctx.Done()
 			assert.ErrorIs(t, wctx.Err(), context.DeadlineExceeded)
+			assert.ErrorIs(t, context.Cause(wctx), idempotency.ErrLeaseExpired)
 			return nil, wctx.Err()
 		})
 		done <- err

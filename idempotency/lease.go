@@ -2,36 +2,48 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
 )
 
+// ErrLeaseExpired is the cause (context.Cause) of the end of a Work's
+// context when the execution's lease ran out: the work ran longer than its
+// lease and did not renew it (Execution.Extend, a recovery point). Another
+// attempt may take the key over from then on.
+var ErrLeaseExpired = errors.New("idempotency: the execution's lease ran out")
+
 // leaseContext is the context a Work runs in. It carries the values of the
 // context given to Runner.Do but not its cancellation or deadline, so that
 // once execution runs, a caller that goes away (a client disconnecting from
-// the Middleware) does not decide the outcome. It ends instead when the
-// execution's lease runs out (Err: context.DeadlineExceeded), which each
-// recovery point and Execution.Extend moves on, or when the Work returns
-// (context.Canceled). Its deadline follows the Runner's clock.
+// the Middleware) does not decide the outcome. It is bounded by the lease
+// instead: its deadline is the end of the lease, which each recovery point
+// and Execution.Extend moves on; when the deadline passes it ends (Err:
+// context.DeadlineExceeded; cause ErrLeaseExpired), and when the Work
+// returns it ends too (context.Canceled). The deadline follows the Runner's
+// clock.
+//
+// It embeds a standard cancelable context, so that the contexts derived
+// from it (and context.AfterFunc, which pgx uses for every query) attach to
+// it directly, without a goroutine each. Those derived contexts end with
+// context.Canceled and the cause ErrLeaseExpired.
 type leaseContext struct {
-	values context.Context
+	context.Context
+	cancel context.CancelCauseFunc
 	clock  clock.Clock
-	done   chan struct{}
 
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *clock.Timer
-	err      error
 }
-
-var _ context.Context = (*leaseContext)(nil)
 
 // newLeaseContext returns a leaseContext with parent's values that ends at
 // deadline.
 func newLeaseContext(parent context.Context, clk clock.Clock, deadline time.Time) *leaseContext {
-	c := &leaseContext{values: context.WithoutCancel(parent), clock: clk, done: make(chan struct{}), deadline: deadline}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	c := &leaseContext{Context: ctx, cancel: cancel, clock: clk, deadline: deadline}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timer = clk.AfterFunc(deadline.Sub(clk.Now()), c.expire)
@@ -45,37 +57,35 @@ func (c *leaseContext) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-// Done implements context.Context.
-func (c *leaseContext) Done() <-chan struct{} { return c.done }
-
 // Err implements context.Context. It reads the clock itself, so that it is
 // exact even before the timer has fired.
 func (c *leaseContext) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil && !c.clock.Now().Before(c.deadline) {
-		c.endLocked(context.DeadlineExceeded)
+	c.expire()
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == ErrLeaseExpired {
+		return context.DeadlineExceeded
 	}
-	return c.err
+	return err
 }
-
-// Value implements context.Context.
-func (c *leaseContext) Value(key any) any { return c.values.Value(key) }
 
 // String describes the context, as the standard contexts do.
 func (c *leaseContext) String() string { return "idempotency.leaseContext" }
 
 // expire ends the context if its deadline passed; the timer calls it.
 func (c *leaseContext) expire() {
-	_ = c.Err()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.clock.Now().Before(c.deadline) {
+		c.cancel(ErrLeaseExpired)
+	}
 }
 
-// renew moves the deadline, when the lease was renewed; an ended context
+// renew moves the deadline on, when the lease was renewed; an ended context
 // stays ended.
 func (c *leaseContext) renew(deadline time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil || !deadline.After(c.deadline) {
+	if c.Context.Err() != nil || !deadline.After(c.deadline) {
 		return
 	}
 	c.deadline = deadline
@@ -87,12 +97,5 @@ func (c *leaseContext) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.timer.Stop()
-	if c.err == nil {
-		c.endLocked(context.Canceled)
-	}
-}
-
-func (c *leaseContext) endLocked(err error) {
-	c.err = err
-	close(c.done)
+	c.cancel(nil)
 }
