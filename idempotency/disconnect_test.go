@@ -165,7 +165,7 @@ func TestWorkContextFollowsTheLease(t *testing.T) {
 			<-step // past the first lease's end, within the renewed one
 			require.NoError(t, wctx.Err())
 			step <- struct{}{}
-			<-step // past the renewed lease's end
+			<-step           // past the renewed lease's end
 			<-derived.Done() // a context derived from it ends too
 			assert.ErrorIs(t, context.Cause(derived), idempotency.ErrLeaseExpired)
 			<-wctx.Done()
