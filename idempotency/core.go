@@ -224,7 +224,14 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		return Result{}, err
 	}
 	start := r.clock.Now()
-	defer func() { r.times.observe(r.clock.Since(start)) }()
+	defer func() {
+		// An execution that lost its lease tells nothing about how long
+		// executions take (it stalled, or its process did); none counts for
+		// more than a lease, after which a repeat may take over anyway.
+		if !errors.Is(err, ErrLeaseLost) {
+			r.times.observe(min(r.clock.Since(start), r.lease))
+		}
+	}()
 	f := e.Fence()
 	bg := context.WithoutCancel(ctx)
 	// The Work's context: ctx's values, bounded by the lease, not by ctx.

@@ -252,3 +252,45 @@ func TestRefingerprintMatchesOlderVersions(t *testing.T) {
 	require.ErrorIs(t, err, idempotency.ErrFingerprintMismatch)
 	assert.Empty(t, asked)
 }
+
+// An execution that stalled past its lease (and lost it) does not teach the
+// Runner that executions take that long.
+func TestRetryAfterIgnoresStalledExecutions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	inside, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		_, err := e.runner.Do(ctx, req("stalled"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			close(inside)
+			<-release
+			return nil, nil
+		})
+		done <- err
+	}()
+	<-inside
+	e.clock.Add(3 * testLease)
+	_, err := e.runner.Do(ctx, req("stalled"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+		return nil, nil
+	})
+	require.NoError(t, err)
+	close(release)
+	require.ErrorIs(t, <-done, idempotency.ErrLeaseLost)
+
+	inside2, release2, done2 := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		_, err := e.runner.Do(ctx, req("busy"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			close(inside2)
+			<-release2
+			return nil, nil
+		})
+		done2 <- err
+	}()
+	<-inside2
+	_, err = e.runner.Do(ctx, req("busy"), nil)
+	var ip *idempotency.InProgressError
+	require.ErrorAs(t, err, &ip)
+	assert.Equal(t, time.Second, ip.RetryAfter)
+	close(release2)
+	require.NoError(t, <-done2)
+}
