@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -29,25 +30,53 @@ var ErrLeaseExpired = errors.New("idempotency: the execution's lease ran out")
 // from it (and context.AfterFunc, which pgx uses for every query) attach to
 // it directly, without a goroutine each. Those derived contexts end with
 // context.Canceled and the cause ErrLeaseExpired.
+//
+// The timer that ends it is armed by the first call to Done (which every
+// waiter, derived context and AfterFunc makes): a Work that never waits on
+// its context costs no timer, and Err reads the clock itself.
 type leaseContext struct {
 	context.Context
 	cancel context.CancelCauseFunc
 	clock  clock.Clock
+	armed  atomic.Bool
 
 	mu       sync.Mutex
 	deadline time.Time
-	timer    *clock.Timer
+	timer    *clock.Timer // nil until armed
 }
 
 // newLeaseContext returns a leaseContext with parent's values that ends at
 // deadline.
 func newLeaseContext(parent context.Context, clk clock.Clock, deadline time.Time) *leaseContext {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	c := &leaseContext{Context: ctx, cancel: cancel, clock: clk, deadline: deadline}
+	return &leaseContext{Context: ctx, cancel: cancel, clock: clk, deadline: deadline}
+}
+
+// Done implements context.Context; the first call arms the timer.
+func (c *leaseContext) Done() <-chan struct{} {
+	if !c.armed.Load() {
+		c.arm()
+	}
+	return c.Context.Done()
+}
+
+// arm starts the timer that ends the context at its deadline (or ends it
+// now, if the deadline passed), unless it ended already.
+func (c *leaseContext) arm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.timer = clk.AfterFunc(deadline.Sub(clk.Now()), c.expire)
-	return c
+	if c.armed.Load() {
+		return
+	}
+	c.armed.Store(true)
+	if c.Context.Err() != nil {
+		return
+	}
+	if d := c.deadline.Sub(c.clock.Now()); d > 0 {
+		c.timer = c.clock.AfterFunc(d, c.expire)
+	} else {
+		c.cancel(ErrLeaseExpired)
+	}
 }
 
 // Deadline implements context.Context: the end of the lease, as it stands.
@@ -89,13 +118,17 @@ func (c *leaseContext) renew(deadline time.Time) {
 		return
 	}
 	c.deadline = deadline
-	c.timer.Reset(deadline.Sub(c.clock.Now()))
+	if c.timer != nil {
+		c.timer.Reset(deadline.Sub(c.clock.Now()))
+	}
 }
 
 // stop ends the context, when the Work returned.
 func (c *leaseContext) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.timer.Stop()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.cancel(nil)
 }
