@@ -24,6 +24,9 @@ const (
 // at once. One microsecond: the finest time a database store keeps.
 const abandonLease = time.Microsecond
 
+// errEmptyKey is returned by Runner.Do for a Request without a Key.
+var errEmptyKey = Permanent(errors.New("idempotency: empty key"))
+
 // Request names one unit of work.
 type Request struct {
 	// Caller scopes the key: the authenticated principal or tenant. Two
@@ -53,7 +56,8 @@ type Request struct {
 //   - Reject(err): execution never began; nothing is stored and the key is
 //     freed for a corrected retry.
 //   - Abort(outcome, err): the transaction is rolled back and outcome is
-//     stored anyway, so the work never runs again.
+//     stored anyway, so the work never runs again (unless a statement of
+//     the transaction failed, see Runner.Do).
 //   - any other error: the attempt failed and may be retried. The transaction
 //     is rolled back; the key is freed if no step has begun, and otherwise
 //     left for the next retry to take over and resume after the last
@@ -100,8 +104,9 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the clock used for Retry-After hints and, when NewRunner
-// makes the default MemoryStore, for that store (default: the system clock).
+// WithClock sets the clock that times executions (for Retry-After hints) and,
+// when NewRunner makes the default MemoryStore, the clock of that store
+// (default: the system clock).
 func WithClock(c clock.Clock) Option {
 	return func(r *Runner) {
 		if c != nil {
@@ -120,6 +125,8 @@ type Runner struct {
 	clock clock.Clock
 	lease time.Duration
 	ttl   time.Duration
+	// times learns how long executions take, for Retry-After hints.
+	times executionTimes
 }
 
 // NewRunner returns a Runner keeping its records in store. A nil store means a
@@ -158,24 +165,37 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 //     outcome in Result after Abort;
 //   - this execution's lease was taken over before it completed: an error
 //     matching ErrLeaseLost; nothing it wrote through the store was kept;
+//   - a statement of the work's transaction failed (TxStore): an error
+//     matching ErrTxFailed and the statement's error; nothing was stored,
+//     whatever the work returned, and the key is freed or abandoned as for a
+//     plain error;
 //   - a store error.
 //
 // A panic in work rolls back the transaction, frees or abandons the key as a
 // plain error does, and is re-raised. Writes made after work returns (the
 // outcome, a release) do not stop when ctx is cancelled.
+//
+// The work's context carries ctx's values (and the Execution, and the
+// transaction) but not ctx's cancellation or deadline: cancelling ctx once
+// the work runs does not stop it. Its deadline is the end of the lease
+// instead, which recovery points and Execution.Extend move on; it ends when
+// the lease runs out (context.DeadlineExceeded) and when the work returns
+// (context.Canceled). A work that needs longer than its lease must Extend it.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
 	if req.Key == "" {
-		return Result{}, errors.New("idempotency: empty key")
+		return Result{}, errEmptyKey
 	}
 	cr := ClaimRequest{
 		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
 		Lease: r.lease, TTL: r.ttl,
 	}
+	claimed := r.clock.Now() // the lease runs from here
 	c, err := r.store.Claim(ctx, cr)
 	if err == nil && c.Outcome == ClaimMismatch && req.Refingerprint != nil {
 		if v := fingerprintVersion(c.Record.Fingerprint); v != fingerprintVersion(req.Fingerprint) {
 			if fp, ok := req.Refingerprint(v); ok && fp == c.Record.Fingerprint {
 				cr.Fingerprint = fp
+				claimed = r.clock.Now()
 				c, err = r.store.Claim(ctx, cr)
 			}
 		}
@@ -191,24 +211,36 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	case ClaimMismatch:
 		return Result{}, ErrFingerprintMismatch
 	case ClaimCreated, ClaimTakenOver:
-		return r.execute(ctx, c, work)
+		return r.execute(ctx, c, claimed, work)
 	default:
-		return Result{}, fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome)
+		return Result{}, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
 	}
 }
 
-// execute runs work for the execution that owns c.
-func (r *Runner) execute(ctx context.Context, c Claim, work Work) (res Result, err error) {
+// execute runs work for the execution that owns c, claimed at claimed.
+func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work Work) (res Result, err error) {
 	e, err := newExecution(r, c)
 	if err != nil {
 		return Result{}, err
 	}
+	start := r.clock.Now()
+	defer func() {
+		// An execution that lost its lease tells nothing about how long
+		// executions take (it stalled, or its process did); none counts for
+		// more than a lease, after which a repeat may take over anyway.
+		if !errors.Is(err, ErrLeaseLost) {
+			r.times.observe(min(r.clock.Since(start), r.lease))
+		}
+	}()
 	f := e.Fence()
 	bg := context.WithoutCancel(ctx)
-	wctx := context.WithValue(ctx, execKey{}, e)
+	// The Work's context: ctx's values, bounded by the lease, not by ctx.
+	e.ctx = newLeaseContext(ctx, r.clock, claimed.Add(r.lease))
+	defer e.ctx.stop()
+	wctx := context.WithValue(e.ctx, execKey{}, e)
 	var tx Tx
 	if r.tx != nil {
-		if tx, err = r.tx.Begin(ctx, f); err != nil {
+		if tx, err = r.tx.Begin(wctx, f); err != nil {
 			r.abandon(bg, e)
 			return Result{}, fmt.Errorf("idempotency: begin: %w", err)
 		}
@@ -228,9 +260,18 @@ func (r *Runner) execute(ctx context.Context, c Claim, work Work) (res Result, e
 	}()
 	out, werr := work(wctx, e)
 	done = true
+	e.ctx.stop()
 
 	var ab *abort
 	switch {
+	case tx != nil && tx.Err() != nil && !errors.Is(werr, ErrRejected) && !errors.Is(werr, ErrLeaseLost):
+		// A statement of the transaction failed: nothing of it may commit,
+		// and whatever the work made of the failure (an outcome, an Abort)
+		// is not stored. The attempt failed; a retry runs cleanly.
+		failed := &txFailedError{err: tx.Err()}
+		_ = tx.Rollback(bg)
+		r.abandon(bg, e)
+		return Result{}, failed
 	case werr == nil:
 		if tx != nil {
 			err = tx.Complete(bg, out)
@@ -284,10 +325,4 @@ func (r *Runner) abandon(ctx context.Context, e *Execution) {
 		return
 	}
 	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), e.point, e.data, abandonLease)
-}
-
-// retryAfter is the time left until lockedUntil, within [1s, lease].
-func (r *Runner) retryAfter(lockedUntil time.Time) time.Duration {
-	d := lockedUntil.Sub(r.clock.Now())
-	return min(max(d, time.Second), max(r.lease, time.Second))
 }

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,28 +47,66 @@ func TestDoInProgressRetryAfter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	inside := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		_, err := e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
-			close(inside)
-			<-release
-			return nil, nil
-		})
-		done <- err
-	}()
-	<-inside
-	e.clock.Add(10 * time.Second)
-	_, err := e.runner.Do(ctx, req("k"), nil)
-	var ip *idempotency.InProgressError
-	require.ErrorAs(t, err, &ip)
-	require.ErrorIs(t, err, idempotency.ErrInProgress)
-	assert.Equal(t, testLease-10*time.Second, ip.RetryAfter)
-	e.clock.Add(testLease - 10*time.Second - time.Millisecond)
-	_, err = e.runner.Do(ctx, req("k"), nil)
-	require.ErrorAs(t, err, &ip)
-	assert.Equal(t, time.Second, ip.RetryAfter, "at least one second")
+	hint := func(key string) time.Duration {
+		t.Helper()
+		_, err := e.runner.Do(ctx, req(key), nil)
+		var ip *idempotency.InProgressError
+		require.ErrorAs(t, err, &ip)
+		require.ErrorIs(t, err, idempotency.ErrInProgress)
+		return ip.RetryAfter
+	}
+	// hold starts an execution of key that takes d (on the mock clock) once
+	// released, and returns its release and done channels.
+	hold := func(key string, d time.Duration) (chan struct{}, chan error) {
+		inside, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+		go func() {
+			_, err := e.runner.Do(ctx, req(key), func(context.Context, *idempotency.Execution) ([]byte, error) {
+				close(inside)
+				<-release
+				return nil, nil
+			})
+			done <- err
+		}()
+		<-inside
+		e.clock.Add(d)
+		return release, done
+	}
+	run := func(key string, d time.Duration) {
+		t.Helper()
+		release, done := hold(key, d)
+		close(release)
+		require.NoError(t, <-done)
+	}
+
+	// Before any execution ended: the shortest hint, never the lease.
+	release, done := hold("first", 10*time.Second)
+	assert.Equal(t, time.Second, hint("first"))
+	close(release)
+	require.NoError(t, <-done)
+
+	// Executions that take about 5 s: the hint follows them, never the lease.
+	for i := range 20 {
+		run(fmt.Sprint("five-", i), 5*time.Second)
+	}
+	release, done = hold("busy", 0)
+	got := hint("busy")
+	assert.GreaterOrEqual(t, got, 5*time.Second)
+	assert.Less(t, got, 7*time.Second)
+	// Never more than the time left on the holder's lease...
+	e.clock.Add(testLease - 3*time.Second)
+	assert.Equal(t, 3*time.Second, hint("busy"))
+	// ...and never less than a second.
+	e.clock.Add(3*time.Second - time.Millisecond)
+	assert.Equal(t, time.Second, hint("busy"))
+	close(release)
+	require.NoError(t, <-done)
+
+	// Fast executions bring it back down.
+	for i := range 40 {
+		run(fmt.Sprint("fast-", i), time.Millisecond)
+	}
+	release, done = hold("fast", 0)
+	assert.Equal(t, time.Second, hint("fast"))
 	close(release)
 	require.NoError(t, <-done)
 }
@@ -212,4 +251,46 @@ func TestRefingerprintMatchesOlderVersions(t *testing.T) {
 	_, err = e.runner.Do(ctx, current, nil)
 	require.ErrorIs(t, err, idempotency.ErrFingerprintMismatch)
 	assert.Empty(t, asked)
+}
+
+// An execution that stalled past its lease (and lost it) does not teach the
+// Runner that executions take that long.
+func TestRetryAfterIgnoresStalledExecutions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	inside, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		_, err := e.runner.Do(ctx, req("stalled"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			close(inside)
+			<-release
+			return nil, nil
+		})
+		done <- err
+	}()
+	<-inside
+	e.clock.Add(3 * testLease)
+	_, err := e.runner.Do(ctx, req("stalled"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+		return nil, nil
+	})
+	require.NoError(t, err)
+	close(release)
+	require.ErrorIs(t, <-done, idempotency.ErrLeaseLost)
+
+	inside2, release2, done2 := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		_, err := e.runner.Do(ctx, req("busy"), func(context.Context, *idempotency.Execution) ([]byte, error) {
+			close(inside2)
+			<-release2
+			return nil, nil
+		})
+		done2 <- err
+	}()
+	<-inside2
+	_, err = e.runner.Do(ctx, req("busy"), nil)
+	var ip *idempotency.InProgressError
+	require.ErrorAs(t, err, &ip)
+	assert.Equal(t, time.Second, ip.RetryAfter)
+	close(release2)
+	require.NoError(t, <-done2)
 }

@@ -13,6 +13,13 @@
 // serves a queue consumer (key = message id), an internal job (key = a
 // natural key) and HTTP (Middleware).
 //
+// Once a Work runs, its caller no longer decides the outcome: the Work's
+// context keeps the values of the context given to Do, but not its
+// cancellation (a client that disconnects from the Middleware does not cut
+// a handler short). It is bounded by the lease instead: its deadline is the
+// end of the lease, moved on by every recovery point and Execution.Extend,
+// and it ends when the lease runs out and when the Work returns.
+//
 // A claim is a lease (WithLease, default one minute). A Work that runs past
 // its lease, or whose process died, is taken over by the next retry: the
 // record's attempt counter is incremented, and every later write of the old
@@ -42,6 +49,18 @@
 // through Tx.Complete, so local writes commit together with the outcome. On an
 // error, a panic, Abort or a lost lease everything rolls back.
 //
+// A transaction is never committed in part. If any statement of it failed
+// (an error from the database, a context that ended, no connection to be
+// had, a statement that never reached the database), nothing of it commits
+// and nothing is stored, whatever the Work made of the failure (an outcome,
+// an Abort, a panic): the attempt failed, the key is freed (or, after a
+// recovery point, left for the next retry to resume), and Do returns an
+// error matching ErrTxFailed, so the retry runs cleanly. Behind the
+// Middleware the client of that attempt gets 503 with Retry-After (code
+// transaction_rolled_back; 500 without Retry-After when the failure is
+// permanent), never a stored 5xx. Only a failure undone by rolling back the
+// savepoint it happened in does not count (see Tx).
+//
 // # HTTP
 //
 // Middleware applies the core to HTTP requests: the key comes from the
@@ -49,8 +68,9 @@
 // ParseKey), the caller from a CallerFunc, the fingerprint from the method,
 // path, query and body (Fingerprint). It answers with RFC 9457 problem
 // details: 400 for a missing or malformed key, 413 for a body over the limit,
-// 422 for a key reused with another request, 409 with Retry-After while the
-// first request is in progress. A completed key replays the stored status,
+// 422 for a key reused with another request, 409 with a short Retry-After
+// (learned from how long requests take) while the first request is in
+// progress. A completed key replays the stored status,
 // header and body byte for byte with "Idempotent-Replayed: true"; 5xx
 // responses are stored and replayed too, once execution began (MarkStarted),
 // while rejections (4xx before the mark) free the key. See Middleware for

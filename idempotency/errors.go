@@ -15,6 +15,21 @@ var ErrInProgress = errors.New("idempotency: key is in progress")
 // different request.
 var ErrFingerprintMismatch = errors.New("idempotency: key reused with a different request")
 
+// ErrTxFailed is matched (errors.Is) by the error Runner.Do returns when a
+// statement of the execution's transaction failed (see Tx.Err): the
+// transaction was rolled back, nothing was stored, and the key was freed (or,
+// after a recovery point, left for the next retry to resume), so a retry
+// runs cleanly. The error also matches the statement's error. A TxStore's
+// Tx.Complete returns an error matching it when it refuses to commit a
+// failed transaction.
+var ErrTxFailed = errors.New("idempotency: a statement of the transaction failed; it was rolled back")
+
+// txFailedError is the error Runner.Do returns for a failed transaction.
+type txFailedError struct{ err error }
+
+func (e *txFailedError) Error() string   { return ErrTxFailed.Error() + ": " + e.err.Error() }
+func (e *txFailedError) Unwrap() []error { return []error{ErrTxFailed, e.err} }
+
 // ErrRejected is matched (errors.Is) by every error made with Reject.
 var ErrRejected = errors.New("idempotency: rejected before execution began")
 
@@ -23,8 +38,13 @@ var ErrAborted = errors.New("idempotency: aborted after execution began")
 
 // InProgressError says another execution holds the lease on the key.
 type InProgressError struct {
-	// RetryAfter is a hint for when to try again: the time left on the
-	// holder's lease, at least one second and at most the Runner's lease.
+	// RetryAfter is a hint for when to try again: about how long the
+	// Runner's recent executions took (a smoothed mean plus twice the mean
+	// deviation, as TCP times its retransmissions), at least one second, and
+	// never more than the time left on the holder's lease. Most executions
+	// take far less than their lease, so a repeat told to wait for the lease
+	// would wait (or, with a client that caps its waits, give up) for
+	// nothing.
 	RetryAfter time.Duration
 }
 
@@ -82,3 +102,27 @@ func (a *abort) Unwrap() []error {
 	}
 	return []error{ErrAborted, a.err}
 }
+
+// ErrPermanent is matched (errors.Is) by every error made with Permanent: a
+// failure that will recur however often the same call is repeated.
+var ErrPermanent = errors.New("idempotency: permanent failure")
+
+// Permanent marks err, returned by a Store (or a Tx), as permanent: a
+// repeat of the same call fails the same way (an input the store cannot
+// take, a limit of the store, a missing table), as opposed to a transient
+// failure (a refused connection, a timeout, a serialization failure) that a
+// retry may get past. The Middleware answers a permanent failure with 500
+// and no Retry-After, a transient one with 503 and Retry-After.
+// errors.Is(err, ErrPermanent) is true and errors.Is/As also see err.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanent{err: err}
+}
+
+type permanent struct{ err error }
+
+func (p *permanent) Error() string   { return p.err.Error() }
+func (p *permanent) Unwrap() []error { return []error{ErrPermanent, p.err} }

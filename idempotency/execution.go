@@ -15,6 +15,8 @@ type Execution struct {
 	fence   Fence
 	resumed bool
 	started atomic.Bool
+	// ctx is the Work's context, whose deadline follows the lease.
+	ctx *leaseContext
 
 	// Recovery state: the last saved point, the encoded data saved with it,
 	// completed step results by name, and the steps called in this attempt.
@@ -38,7 +40,8 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 	if len(rec.RecoveryData) > 0 {
 		steps, err := decodeSteps(rec.RecoveryData)
 		if err != nil {
-			return nil, fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err)
+			// Every retry would read the same bytes.
+			return nil, Permanent(fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err))
 		}
 		e.steps = steps
 	}
@@ -97,11 +100,26 @@ func (e *Execution) Started() bool {
 }
 
 // Extend renews the lease without saving a new recovery point, for long work
-// between steps. It fails with ErrLeaseLost when the lease was taken over;
-// the work must then stop.
+// between steps, and moves the deadline of the Work's context with it. It
+// fails with ErrLeaseLost when the lease was taken over; the work must then
+// stop.
 func (e *Execution) Extend(ctx context.Context) error {
-	if err := e.r.store.SaveRecoveryPoint(ctx, e.fence, e.point, e.data, e.r.lease); err != nil {
+	if err := e.renew(ctx, e.point, e.data); err != nil {
 		return fmt.Errorf("idempotency: extend lease: %w", err)
+	}
+	return nil
+}
+
+// renew saves the recovery point (point, data), which renews the lease, and
+// moves the deadline of the Work's context to the lease's new end.
+func (e *Execution) renew(ctx context.Context, point string, data []byte) error {
+	from := e.r.clock.Now()
+	if err := e.r.store.SaveRecoveryPoint(ctx, e.fence, point, data, e.r.lease); err != nil {
+		return err
+	}
+	e.point, e.data = point, data
+	if e.ctx != nil {
+		e.ctx.renew(from.Add(e.r.lease))
 	}
 	return nil
 }

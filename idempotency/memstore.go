@@ -24,7 +24,8 @@ import (
 // Expired records are invisible at once. Their memory is reclaimed by
 // DeleteExpired (see StartSweeper) and also, a few at a time, by every Claim,
 // so a MemoryStore that is never swept still holds only about as many records
-// as were created within one TTL.
+// as were created within one TTL. A released record (a rejection) is removed
+// at once, and so is an expired one that a claim replaces or a read finds.
 type MemoryStore struct {
 	clock clock.Clock
 
@@ -41,14 +42,18 @@ type memKey struct{ caller, key string }
 
 type memRecord struct {
 	rec Record
+	// at is rec.ExpiresAt in Unix nanoseconds, and index the record's place
+	// in the expiry queue.
+	at    int64
+	index int
 }
 
 // claimCollect is how many expired records each Claim reclaims at most.
 const claimCollect = 2
 
 // errInvalidClaim is returned by MemoryStore.Claim for a request without a
-// positive Lease and TTL.
-var errInvalidClaim = errors.New("idempotency: claim needs a positive Lease and TTL")
+// positive Lease and TTL: the same request always fails.
+var errInvalidClaim = Permanent(errors.New("idempotency: claim needs a positive Lease and TTL"))
 
 // NewMemoryStore returns an empty MemoryStore reading time from clk
 // (nil: the system clock).
@@ -88,8 +93,8 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 			CreatedAt:   now,
 			ExpiresAt:   now.Add(req.TTL),
 		}}
-		s.records[k] = r
-		s.expiry.push(expiryEntry{at: r.rec.ExpiresAt.UnixNano(), rec: r})
+		r.at = r.rec.ExpiresAt.UnixNano()
+		s.add(k, r)
 		return Claim{Outcome: ClaimCreated, Record: copyRecord(r.rec)}, nil
 	}
 	switch {
@@ -127,22 +132,23 @@ func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) er
 
 // Release implements Store.
 func (s *MemoryStore) Release(ctx context.Context, f Fence) error {
-	return s.write(ctx, f, func(*memRecord, time.Time) {
-		delete(s.records, memKey{f.Caller, f.Key})
+	return s.write(ctx, f, func(r *memRecord, _ time.Time) {
+		s.remove(memKey{f.Caller, f.Key}, r)
 	})
 }
 
 // write applies change, under the lock, to the record f still owns, or
-// returns ErrLeaseLost and changes nothing.
+// returns ErrLeaseLost (or, when the fence holds but ctx ended, ctx's error)
+// and changes nothing.
 func (s *MemoryStore) write(ctx context.Context, f Fence, change func(r *memRecord, now time.Time)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.fenced(f, now)
 	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	change(r, now)
@@ -190,7 +196,7 @@ func (s *MemoryStore) live(k memKey, now time.Time) *memRecord {
 		return nil
 	}
 	if !r.rec.ExpiresAt.After(now) {
-		delete(s.records, k)
+		s.remove(k, r)
 		return nil
 	}
 	return r
@@ -211,19 +217,27 @@ func (s *MemoryStore) collect(now time.Time, limit int) int {
 	removed := 0
 	until := now.UnixNano()
 	for len(s.expiry) > 0 && (limit <= 0 || removed < limit) {
-		e := s.expiry[0]
-		if e.at > until {
+		r := s.expiry[0]
+		if r.at > until {
 			break
 		}
-		s.expiry.pop()
-		// The entry may describe a record since released or replaced.
-		k := memKey{e.rec.rec.Caller, e.rec.rec.Key}
-		if r, ok := s.records[k]; ok && r == e.rec {
-			delete(s.records, k)
-			removed++
-		}
+		s.remove(memKey{r.rec.Caller, r.rec.Key}, r)
+		removed++
 	}
 	return removed
+}
+
+// add stores r under k, which holds no record. s.mu is held.
+func (s *MemoryStore) add(k memKey, r *memRecord) {
+	s.records[k] = r
+	s.expiry.push(r)
+}
+
+// remove deletes r, the record under k, from the map and the expiry queue.
+// s.mu is held.
+func (s *MemoryStore) remove(k memKey, r *memRecord) {
+	delete(s.records, k)
+	s.expiry.remove(r)
 }
 
 func copyRecord(r Record) Record {
@@ -232,49 +246,71 @@ func copyRecord(r Record) Record {
 	return r
 }
 
-// expiryEntry schedules the removal of one record: one incarnation of a
-// key, which another may have replaced by then.
-type expiryEntry struct {
-	at  int64 // ExpiresAt in Unix nanoseconds
-	rec *memRecord
+// expiryQueue is a min-heap of the store's records by expiry. It holds
+// exactly the records of the map: a record leaves it when it is removed for
+// any reason (released, replaced, expired), so a released record holds no
+// memory until its TTL would have run out.
+type expiryQueue []*memRecord
+
+func (q expiryQueue) less(i, j int) bool { return q[i].at < q[j].at }
+
+func (q expiryQueue) swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
 }
 
-// expiryQueue is a min-heap of expiryEntry by time.
-type expiryQueue []expiryEntry
+// push adds r.
+func (q *expiryQueue) push(r *memRecord) {
+	r.index = len(*q)
+	*q = append(*q, r)
+	q.up(r.index)
+}
 
-func (q *expiryQueue) push(e expiryEntry) {
-	*q = append(*q, e)
+// remove takes r, which must be queued, out of the queue.
+func (q *expiryQueue) remove(r *memRecord) {
 	h := *q
-	for i := len(h) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if h[parent].at <= h[i].at {
-			break
+	i, last := r.index, len(h)-1
+	if i != last {
+		h.swap(i, last)
+	}
+	h[last] = nil
+	h = h[:last]
+	*q = h
+	if i != last {
+		if !h.down(i) {
+			h.up(i)
 		}
-		h[parent], h[i] = h[i], h[parent]
+	}
+	r.index = -1
+}
+
+func (q expiryQueue) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			return
+		}
+		q.swap(i, parent)
 		i = parent
 	}
 }
 
-// pop removes the earliest entry; the queue must not be empty.
-func (q *expiryQueue) pop() {
-	h := *q
-	last := len(h) - 1
-	h[0] = h[last]
-	h[last] = expiryEntry{}
-	h = h[:last]
-	for i := 0; ; {
+// down moves the entry at i down to its place and reports whether it moved.
+func (q expiryQueue) down(i int) bool {
+	start := i
+	for {
 		least, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h[l].at < h[least].at {
+		if l < len(q) && q.less(l, least) {
 			least = l
 		}
-		if r < len(h) && h[r].at < h[least].at {
+		if r < len(q) && q.less(r, least) {
 			least = r
 		}
 		if least == i {
-			break
+			return i > start
 		}
-		h[i], h[least] = h[least], h[i]
+		q.swap(i, least)
 		i = least
 	}
-	*q = h
 }

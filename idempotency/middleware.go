@@ -14,7 +14,8 @@ import (
 const (
 	// DefaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
 	DefaultMaxRequestBody = 1 << 20
-	// DefaultMaxResponseBody is the largest response body stored (1 MiB).
+	// DefaultMaxResponseBody is the largest response stored (1 MiB): status,
+	// header and body, as stored.
 	DefaultMaxResponseBody = 1 << 20
 )
 
@@ -65,8 +66,9 @@ func WithMaxRequestBody(n int64) HTTPOption {
 	}
 }
 
-// WithMaxResponseBody sets the largest response body stored (default
-// DefaultMaxResponseBody). See Middleware for what happens to a larger one.
+// WithMaxResponseBody sets the largest response stored (default
+// DefaultMaxResponseBody), counting everything stored: the status, the
+// header and the body. See Middleware for what happens to a larger one.
 // Values <= 0 are ignored.
 func WithMaxResponseBody(n int) HTTPOption {
 	return func(m *middleware) {
@@ -98,12 +100,16 @@ type middleware struct {
 //     malformed key, or several header lines: 400;
 //   - a body over the request limit: 413; unreadable: 400;
 //   - the key used before with another fingerprint: 422;
-//   - the key's first request still running: 409 with Retry-After;
+//   - the key's first request still running: 409 with Retry-After, about
+//     as long as requests take here (see InProgressError), never the
+//     whole lease;
 //   - the key completed: the stored status, header and body byte for byte,
 //     plus "Idempotent-Replayed: true";
 //   - the CallerFunc failed: 401;
-//   - a store failure: 503 with Retry-After; a stored response this package
-//     cannot read: 500.
+//   - a store failure that a retry may get past (a refused connection, a
+//     timeout): 503 with Retry-After; one that every retry would meet again
+//     (ErrPermanent: an input or a limit the store cannot take), or a stored
+//     response this package cannot read: 500 without Retry-After.
 //
 // What is stored: the handler may call MarkStarted(r.Context()) when
 // execution begins (before it writes the response header). A 4xx written
@@ -114,19 +120,40 @@ type middleware struct {
 //
 // The response is buffered until the handler returns, then stored, then sent:
 // Flush does nothing (streaming is not possible while the outcome must be
-// stored first) and Hijack is not supported. A rejection larger than the
-// response limit is streamed instead. An outcome larger than the limit is
-// not sent: the transaction (with a TxStore) is rolled back and a 500 problem
-// (code response_too_large) is stored and sent instead, because execution
-// began and must never run twice. Likewise a panicking handler stores a 500
+// stored first) and Hijack is not supported. As with net/http, the header is
+// taken when it is written (WriteHeader, or the first Write): changes to the
+// header map after that are neither sent nor stored, and trailers are
+// neither. The response limit (WithMaxResponseBody) counts everything stored:
+// status, header and body. A rejection larger than the limit is streamed
+// instead. An outcome larger than the limit is not sent: the transaction
+// (with a TxStore) is rolled back and a small 500 problem (code
+// response_too_large) is stored and sent instead, because execution began
+// and must never run twice. Likewise a panicking handler stores a 500
 // problem (code handler_panicked), after a rollback, unless it had already
 // written a rejection, which frees the key; the panic is then re-raised, so
 // http.Server logs it and the client of that attempt sees a broken connection
-// and its retry gets the stored 500. Trailers are not stored.
+// and its retry gets the stored 500.
+//
+// The handler's ResponseWriter and request body are its own, for this
+// request only, and stop working when it returns, as a handler may not use
+// them afterwards: a late Write fails with ErrHandlerReturned, a late Read
+// with http.ErrBodyReadAfterClose, and neither ever reaches another request.
+//
+// The handler's request context (r.Context()) keeps the request's values
+// but no longer ends when the client disconnects: once the handler runs, the
+// client's connection does not decide the outcome. It ends when the
+// execution's lease runs out (its deadline; every recovery point and
+// Execution.Extend moves it on), and when the handler returns.
 //
 // With a TxStore the handler's request context carries the transaction
-// (r.Context(), see the store's documentation), committed with the stored
-// response.
+// (see the store's documentation), committed with the stored response. If a
+// statement of that transaction failed (a database error, a context that
+// ended, no connection to be had), nothing of it is committed and nothing is
+// stored, whatever the handler answered: the key is freed (or, after a
+// recovery point, left for the retry to resume), and the client gets 503
+// with Retry-After (code transaction_rolled_back), or 500 without it when the
+// failure is permanent (ErrPermanent), so that a retry runs cleanly. A
+// rejection (a 4xx before MarkStarted) is still sent as it is.
 //
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
@@ -241,6 +268,17 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 	case errors.Is(err, ErrLeaseLost):
 		writeProblem(w, http.StatusConflict, CodeLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
+	case errors.Is(err, ErrTxFailed) && errors.Is(err, ErrPermanent):
+		writeProblem(w, http.StatusInternalServerError, CodeTxFailed,
+			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
+				"Retrying will fail the same way until the cause is fixed.", 0)
+	case errors.Is(err, ErrTxFailed):
+		writeProblem(w, http.StatusServiceUnavailable, CodeTxFailed,
+			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
+				"Retry with the same "+h.m.header+".", time.Second)
+	case errors.Is(err, ErrPermanent):
+		// A retry would fail the same way: not retryable.
+		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)
 	default:
 		writeProblem(w, http.StatusServiceUnavailable, CodeStoreFailed, "The idempotency store is unavailable.", time.Second)
 	}
@@ -265,24 +303,28 @@ func (rw *recorder) refingerprint(version string) (string, bool) {
 // recording the response and recovering a panic.
 func (rw *recorder) run(ctx context.Context, e *Execution) ([]byte, error) {
 	rw.exec = e
+	hw := &handlerWriter{rw: rw}
 	r := rw.req.WithContext(ctx)
 	if rw.reqBody != nil {
 		rw.in.Reset(rw.reqBody)
-		r.Body = &rw.in
+		hw.body.in = &rw.in
+		r.Body = &hw.body
 	}
-	rw.serve(r)
+	rw.serve(hw, r)
 	return rw.outcome(rw.panicked)
 }
 
-// serve runs the handler, recovering a panic.
-func (rw *recorder) serve(r *http.Request) {
+// serve runs the handler, recovering a panic, and ends the handler's use of
+// hw when it returns.
+func (rw *recorder) serve(hw *handlerWriter, r *http.Request) {
 	rw.panicked = true
 	defer func() {
 		if rw.panicked {
 			rw.panicVal = recover()
 		}
+		hw.close(!rw.panicked)
 	}()
-	rw.next.ServeHTTP(rw, r)
+	rw.next.ServeHTTP(hw, r)
 	rw.panicked = false
 }
 
@@ -320,7 +362,14 @@ func problemResponse(status int, code, detail string) []byte {
 // maxPooled is the largest buffer kept in a pooled recorder.
 const maxPooled = 64 << 10
 
-// readBody reads r's body up to limit bytes, appending to buf.
+// firstBodyBuffer is the size of the request buffer made before any byte of
+// the body has arrived.
+const firstBodyBuffer = 2 << 10
+
+// readBody reads r's body up to limit bytes, appending to buf. The buffer
+// grows with the bytes that arrive (doubling, up to the limit), never ahead
+// of them from the declared Content-Length: a client that declares a large
+// body and stalls holds little memory.
 func readBody(r *http.Request, limit int64, buf []byte) (body []byte, tooLarge bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false, nil
@@ -328,14 +377,23 @@ func readBody(r *http.Request, limit int64, buf []byte) (body []byte, tooLarge b
 	if r.ContentLength > limit {
 		return nil, true, nil
 	}
-	if r.ContentLength >= 0 && int64(cap(buf)) <= r.ContentLength {
-		buf = make([]byte, 0, r.ContentLength+1) // room to see EOF without growing
-	} else if cap(buf) == 0 {
-		buf = make([]byte, 0, 512)
+	// Room for the declared length and one byte more, to see EOF without
+	// growing; never more than that, nor than the limit allows.
+	most := limit + 1
+	if r.ContentLength >= 0 {
+		most = r.ContentLength + 1
+	}
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(most, firstBodyBuffer))
 	}
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			if int64(cap(buf)) >= most {
+				most = limit + 1 // more than declared: only the limit holds
+			}
+			grown := make([]byte, len(buf), min(most, 2*int64(cap(buf))))
+			copy(grown, buf)
+			buf = grown
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

@@ -40,7 +40,7 @@ func TestStaleLeaseIsTakenOverAndLateCompletionRejected(t *testing.T) {
 	e.clock.Add(testLease / 2)
 	w := do(h, "x", withKey("k"))
 	problem(t, w, http.StatusConflict)
-	assert.Equal(t, "15", w.Header().Get("Retry-After"))
+	assert.Equal(t, "1", w.Header().Get("Retry-After"), "a short hint, not the 15 s left on the lease")
 
 	// Past the lease: the retry takes over and completes.
 	e.clock.Add(testLease)
@@ -220,4 +220,32 @@ func TestNoBodyStatusesAndManyHeaders(t *testing.T) {
 	require.Zero(t, first.Body.Len())
 	require.Empty(t, first.Header().Get("Content-Length"))
 	sameResponse(t, first, do(h, "x", withKey("k")))
+}
+
+// permanentStore fails every claim with a permanent error.
+type permanentStore struct{ idempotency.Store }
+
+func (permanentStore) Claim(context.Context, idempotency.ClaimRequest) (idempotency.Claim, error) {
+	return idempotency.Claim{}, idempotency.Permanent(errStoreDown)
+}
+
+// A store error that every retry would meet again is a 500 without
+// Retry-After, never an invitation to retry.
+func TestPermanentStoreFailureIs500(t *testing.T) {
+	t.Parallel()
+	var c counting
+	h := idempotency.Middleware(idempotency.NewRunner(permanentStore{}), idempotency.SingleTenant)(&c)
+	w := do(h, "x", withKey("k"))
+	p := problem(t, w, http.StatusInternalServerError)
+	assert.Equal(t, idempotency.CodeStoreFailed, p.Code)
+	assert.Empty(t, w.Header().Get("Retry-After"))
+	assert.Zero(t, c.runs.Load())
+	require.NoError(t, idempotency.Permanent(nil))
+	err := idempotency.Permanent(errStoreDown)
+	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.ErrorIs(t, err, errStoreDown)
+	assert.Equal(t, errStoreDown.Error(), err.Error())
+	// A Runner's own permanent failures are marked too.
+	_, err = idempotency.NewRunner(nil).Do(context.Background(), idempotency.Request{}, nil)
+	require.ErrorIs(t, err, idempotency.ErrPermanent)
 }

@@ -40,9 +40,15 @@ const (
 	CodeBodyUnreadable = "request_body_unreadable"
 	// CodeCallerUnknown (401): the CallerFunc failed.
 	CodeCallerUnknown = "caller_unknown"
-	// CodeStoreFailed (503, or 500 for an unreadable stored response): the
-	// store failed.
+	// CodeStoreFailed: the store failed; 503 with Retry-After when a retry
+	// may succeed, 500 without it when a retry would fail the same way (a
+	// permanent store error, an unreadable stored response).
 	CodeStoreFailed = "idempotency_store_failed"
+	// CodeTxFailed (503 with Retry-After, or 500 without it for a
+	// permanent failure; never stored): a statement of the handler's
+	// transaction failed, so it was rolled back and nothing was stored; a
+	// retry with the same key runs afresh.
+	CodeTxFailed = "transaction_rolled_back"
 	// CodeResponseTooBig (500, stored): the outcome was over the response
 	// limit.
 	CodeResponseTooBig = "response_too_large"

@@ -8,16 +8,18 @@ import (
 	"sync"
 )
 
-// recorder is the ResponseWriter a handler behind the Middleware writes to.
-// It buffers the response so that it can be stored before the client sees it.
+// recorder buffers the response of a handler behind the Middleware, so that
+// it can be stored before the client sees it. Recorders are pooled; the
+// handler never holds one (see handlerWriter).
 //
 // The response is classified when its header is written: a 4xx written before
 // the execution was marked started is a rejection, anything else an outcome.
-// A rejection larger than the limit is streamed to the client from then on;
-// an outcome larger than the limit is discarded and replaced by a 500 problem
-// (see Middleware). Flush is a no-op while buffering. Hijack is not supported
-// (http.ResponseController reports http.ErrNotSupported), and there is
-// deliberately no Unwrap, so nothing bypasses the buffer.
+// The header is a snapshot taken then, as net/http takes it: changes the
+// handler makes to its header map afterwards are neither sent nor stored.
+// What is stored (status, header and body, encoded) must fit the limit. A
+// rejection larger than the limit is streamed to the client from then on; an
+// outcome larger than the limit is discarded and replaced by a 500 problem
+// (see Middleware).
 type recorder struct {
 	client http.ResponseWriter
 	exec   *Execution
@@ -27,11 +29,15 @@ type recorder struct {
 	next     http.Handler
 	req      *http.Request
 	reqBody  []byte
-	in       requestBody
+	in       bytes.Reader
 	panicked bool
 	panicVal any
 
+	// header is the snapshot of the handler's header taken when the header
+	// was written. The map is kept across requests; its values belong to the
+	// request, since they are handed to the client's ResponseWriter.
 	header      http.Header
+	headSize    int // encoded size of the status and header
 	status      int // 0 until the header is written
 	rejected    bool
 	overflow    bool // outcome over the limit: body discarded
@@ -40,8 +46,10 @@ type recorder struct {
 	enc         []byte // the encoded outcome
 }
 
-// recorderPool recycles recorders: a handler may not use its ResponseWriter
-// after it returns, and the stores copy what they are given.
+// recorderPool recycles recorders. What a recorder holds is never reachable
+// by user code once the handler returned: the handler's ResponseWriter and
+// request body are per-request objects that let go of the recorder then, the
+// handler's header map is its own, and the stores copy what they are given.
 var recorderPool = sync.Pool{New: func() any { return &recorder{header: make(http.Header)} }}
 
 func newRecorder(client http.ResponseWriter, limit int) *recorder {
@@ -53,6 +61,7 @@ func newRecorder(client http.ResponseWriter, limit int) *recorder {
 // release returns rw to the pool, keeping buffers of reasonable size.
 func (rw *recorder) release() {
 	clear(rw.header)
+	rw.in.Reset(nil)
 	*rw = recorder{header: rw.header, body: reuse(rw.body), enc: reuse(rw.enc), reqBody: reuse(rw.reqBody)}
 	recorderPool.Put(rw)
 }
@@ -65,18 +74,9 @@ func reuse(b []byte) []byte {
 	return b[:0]
 }
 
-// requestBody is the buffered request body handed to the handler.
-type requestBody struct{ bytes.Reader }
-
-// Close implements io.Closer.
-func (*requestBody) Close() error { return nil }
-
-// Header implements http.ResponseWriter.
-func (rw *recorder) Header() http.Header { return rw.header }
-
-// WriteHeader implements http.ResponseWriter. Informational (1xx) headers
-// are not stored or forwarded.
-func (rw *recorder) WriteHeader(code int) {
+// writeHeader records the status and takes the snapshot of h, the handler's
+// header. Informational (1xx) headers are not stored or forwarded.
+func (rw *recorder) writeHeader(code int, h http.Header) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
@@ -85,12 +85,31 @@ func (rw *recorder) WriteHeader(code int) {
 	}
 	rw.status = code
 	rw.rejected = code >= 400 && code < 500 && !rw.exec.Started()
+	// One backing array for all the values, as http.Header.Clone makes, so
+	// that the handler's later changes, even to a value in place, never
+	// reach the snapshot.
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	values := make([]string, n)
+	for k, v := range h {
+		n := copy(values, v)
+		rw.header[k] = values[:n:n]
+		values = values[n:]
+	}
+	rw.headSize = encodedHeadSize(code, rw.header)
 }
 
-// Write implements http.ResponseWriter.
-func (rw *recorder) Write(p []byte) (int, error) {
+// fits reports whether a body of n bytes fits the limit with the header.
+func (rw *recorder) fits(n int) bool {
+	return rw.headSize+uvarintLen(n)+n <= rw.limit
+}
+
+// write appends p to the response body.
+func (rw *recorder) write(p []byte, h http.Header) (int, error) {
 	if rw.status == 0 {
-		rw.WriteHeader(http.StatusOK)
+		rw.writeHeader(http.StatusOK, h)
 	}
 	switch {
 	case !bodyAllowed(rw.status):
@@ -99,7 +118,7 @@ func (rw *recorder) Write(p []byte) (int, error) {
 		return rw.client.Write(p)
 	case rw.overflow:
 		return len(p), nil
-	case len(rw.body)+len(p) <= rw.limit:
+	case rw.fits(len(rw.body) + len(p)):
 		rw.body = append(rw.body, p...)
 		return len(p), nil
 	case rw.rejected:
@@ -108,48 +127,51 @@ func (rw *recorder) Write(p []byte) (int, error) {
 		if _, err := rw.client.Write(rw.body); err != nil {
 			return 0, err
 		}
-		rw.body = nil
+		rw.body = rw.body[:0]
 		return rw.client.Write(p)
 	default:
 		rw.overflow = true
-		rw.body = nil
+		rw.body = rw.body[:0]
 		return len(p), nil
 	}
 }
 
-// WriteString implements io.StringWriter.
-func (rw *recorder) WriteString(s string) (int, error) {
-	if rw.status != 0 && !rw.passthrough && !rw.overflow && len(rw.body)+len(s) <= rw.limit {
+// writeString appends s to the response body.
+func (rw *recorder) writeString(s string, h http.Header) (int, error) {
+	if rw.status != 0 && !rw.passthrough && !rw.overflow && bodyAllowed(rw.status) && rw.fits(len(rw.body)+len(s)) {
 		rw.body = append(rw.body, s...)
 		return len(s), nil
 	}
-	return rw.Write([]byte(s))
+	return rw.write([]byte(s), h)
 }
 
-// Flush implements http.Flusher: it flushes a streamed rejection and does
-// nothing while the response is buffered.
-func (rw *recorder) Flush() {
+// flush flushes a streamed rejection; a buffered response is not flushed.
+func (rw *recorder) flush() {
 	if rw.passthrough {
 		_ = http.NewResponseController(rw.client).Flush()
 	}
 }
 
-// finish completes the response after the handler returned normally: an
-// unwritten header is a 200, and Content-Type (sniffed as net/http would) and
-// Content-Length are filled in, so that the first response and every replay
-// carry the same header.
+// finish completes the response after the handler returned normally (its
+// header written, see handlerWriter.close): Content-Type (sniffed as
+// net/http would) and Content-Length are filled in, so that the first
+// response and every replay carry the same header; an outcome that does not
+// fit the limit, header included, is marked as overflowing.
 func (rw *recorder) finish() {
-	if rw.status == 0 {
-		rw.WriteHeader(http.StatusOK)
-	}
-	if rw.passthrough || rw.overflow || !bodyAllowed(rw.status) {
+	if rw.passthrough || rw.overflow {
 		return
 	}
-	if _, ok := rw.header["Content-Type"]; !ok && len(rw.body) > 0 && rw.header.Get("Content-Encoding") == "" {
-		rw.header.Set("Content-Type", http.DetectContentType(rw.body))
+	if bodyAllowed(rw.status) {
+		if _, ok := rw.header["Content-Type"]; !ok && len(rw.body) > 0 && rw.header.Get("Content-Encoding") == "" {
+			rw.header.Set("Content-Type", http.DetectContentType(rw.body))
+		}
+		if _, ok := rw.header["Content-Length"]; !ok && rw.header.Get("Transfer-Encoding") == "" {
+			rw.header.Set("Content-Length", strconv.Itoa(len(rw.body)))
+		}
 	}
-	if _, ok := rw.header["Content-Length"]; !ok && rw.header.Get("Transfer-Encoding") == "" {
-		rw.header.Set("Content-Length", strconv.Itoa(len(rw.body)))
+	if !rw.rejected && encodedHeadSize(rw.status, rw.header)+uvarintLen(len(rw.body))+len(rw.body) > rw.limit {
+		rw.overflow = true
+		rw.body = rw.body[:0]
 	}
 }
 

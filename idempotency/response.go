@@ -44,6 +44,28 @@ func encodeResponse(dst []byte, status int, header http.Header, body []byte) []b
 	return append(b, body...)
 }
 
+// encodedHeadSize is the size of what encodeResponse writes before the
+// body's length: the version, the status and the header.
+func encodedHeadSize(status int, header http.Header) int {
+	n := 1 + uvarintLen(status) + uvarintLen(len(header))
+	for name, values := range header {
+		n += uvarintLen(len(name)) + len(name) + uvarintLen(len(values))
+		for _, v := range values {
+			n += uvarintLen(len(v)) + len(v)
+		}
+	}
+	return n
+}
+
+// uvarintLen is the size of n encoded as a uvarint.
+func uvarintLen(n int) int {
+	size := 1
+	for u := uint64(n); u >= 0x80; u >>= 7 {
+		size++
+	}
+	return size
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

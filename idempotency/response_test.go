@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -60,4 +61,24 @@ func FuzzWriteStored(f *testing.F) {
 			t.Fatalf("replayed body %q is not the end of the record %q", w.Body.Bytes(), b)
 		}
 	})
+}
+
+func TestEncodedSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status int
+		header http.Header
+		body   int
+	}{
+		{200, nil, 0},
+		{201, http.Header{"A": {"b"}}, 127},
+		{500, http.Header{"Set-Cookie": {"a=1", strings.Repeat("v", 300)}, "X-Empty": {""}, strings.Repeat("N", 200): nil}, 128},
+		{999, http.Header{"A": {strings.Repeat("x", 20000)}}, 70000},
+	} {
+		body := make([]byte, tc.body)
+		enc := encodeResponse(nil, tc.status, tc.header, body)
+		if got := encodedHeadSize(tc.status, tc.header) + uvarintLen(len(body)) + len(body); got != len(enc) {
+			t.Errorf("status %d: computed size %d, encoded %d", tc.status, got, len(enc))
+		}
+	}
 }

@@ -70,10 +70,9 @@ func (e *Execution) Step(ctx context.Context, name string, fn StepFunc) ([]byte,
 
 // save stores a recovery point and renews the lease.
 func (e *Execution) save(ctx context.Context, point string, data []byte) error {
-	if err := e.r.store.SaveRecoveryPoint(ctx, e.fence, point, data, e.r.lease); err != nil {
+	if err := e.renew(ctx, point, data); err != nil {
 		return fmt.Errorf("idempotency: recovery point %q: %w", point, err)
 	}
-	e.point, e.data = point, data
 	return nil
 }
 

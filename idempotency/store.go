@@ -173,12 +173,24 @@ type TxStore interface {
 }
 
 // Tx is an open completion transaction from TxStore.Begin.
+//
+// A transaction in which a statement failed is never committed, not even in
+// part: a failure of any kind counts (one the database reported, a context
+// that ended, no connection to be had, a statement that never reached the
+// database), except one undone by rolling back a savepoint it happened in.
+// Err reports it; Runner.Do then rolls the transaction back and treats the
+// attempt as failed, whatever the Work returned.
 type Tx interface {
 	// Context returns ctx carrying the transaction, for the execution's local
 	// writes (each store documents how to take it out, e.g. pgstore.TxFrom).
 	Context(ctx context.Context) context.Context
+	// Err returns the error of the first statement made through the
+	// transaction that failed, or nil.
+	Err() error
 	// Complete stores response, conditional on the fence, and commits. On
-	// ErrLeaseLost (or any error) everything in the transaction is rolled back.
+	// ErrLeaseLost (or any error) everything in the transaction is rolled
+	// back. When Err is not nil it commits nothing and fails with an error
+	// matching ErrTxFailed.
 	Complete(ctx context.Context, response []byte) error
 	// Rollback abandons the transaction. Safe to call after Complete (no-op).
 	Rollback(ctx context.Context) error

@@ -3,8 +3,10 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +35,24 @@ type fakeTx struct {
 	f      idempotency.Fence
 	writes []string
 	closed bool
+	failed error
 }
+
+var errFakeStatement = errors.New("statement failed")
+
+// failWrite makes a statement through the transaction ctx carries that fails.
+func failWrite(ctx context.Context) error {
+	tx, ok := ctx.Value(txKey{}).(*fakeTx)
+	if !ok || tx.closed {
+		return errors.New("no open transaction in context")
+	}
+	if tx.failed == nil {
+		tx.failed = errFakeStatement
+	}
+	return errFakeStatement
+}
+
+func (tx *fakeTx) Err() error { return tx.failed }
 
 type txKey struct{}
 
@@ -50,6 +69,9 @@ func (tx *fakeTx) Complete(ctx context.Context, response []byte) error {
 		return errors.New("tx closed")
 	}
 	tx.closed = true
+	if tx.failed != nil {
+		return fmt.Errorf("%w: %w", idempotency.ErrTxFailed, tx.failed)
+	}
 	// The fake is not atomic across the two steps; good enough in one goroutine.
 	if err := tx.s.MemoryStore.Complete(ctx, tx.f, response); err != nil {
 		return err
@@ -90,7 +112,7 @@ func TestFakeTxStoreConformance(t *testing.T) {
 		mock := clock.NewMock()
 		s := newTxStore(mock)
 		return storetest.Harness{
-			Store: s, Advance: mock.Add, TxWrite: localWrite,
+			Store: s, Advance: mock.Add, TxWrite: localWrite, TxFail: failWrite,
 			TxWritten: func(_ *testing.T, name string) bool { return s.written(name) },
 		}
 	})
@@ -189,4 +211,103 @@ func TestMiddlewareHandlerGetsTransaction(t *testing.T) {
 	require.Panics(t, func() { do(h, "x", withKey("panic")) })
 	assert.False(t, s.written("panic"), "a panic rolls back local writes")
 	problem(t, do(h, "x", withKey("panic")), http.StatusInternalServerError)
+}
+
+// A transaction in which a statement failed never commits, and the attempt
+// fails whatever the work made of it: an outcome, an Abort or a panic is not
+// stored, the key is freed, and Do's error says the retry is safe.
+func TestFailedStatementFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mock := clock.NewMock()
+	s := newTxStore(mock)
+	r := idempotency.NewRunner(s, idempotency.WithClock(mock), idempotency.WithLease(testLease))
+	works := map[string]idempotency.Work{
+		"outcome": func(ctx context.Context, _ *idempotency.Execution) ([]byte, error) {
+			return []byte("500 after the failure"), nil
+		},
+		"abort": func(ctx context.Context, _ *idempotency.Execution) ([]byte, error) {
+			return nil, idempotency.Abort([]byte("stored anyway?"), errors.New("declined"))
+		},
+	}
+	for name, then := range works {
+		_, err := r.Do(ctx, req(name), func(ctx context.Context, x *idempotency.Execution) ([]byte, error) {
+			require.NoError(t, localWrite(ctx, name+"-before"))
+			require.Error(t, failWrite(ctx))
+			return then(ctx, x)
+		})
+		require.ErrorIs(t, err, idempotency.ErrTxFailed, name)
+		require.ErrorIs(t, err, errFakeStatement, name)
+		assert.False(t, s.written(name+"-before"), name)
+		_, gerr := s.Get(ctx, "consumer", name)
+		require.ErrorIs(t, gerr, idempotency.ErrNotFound, "%s: the key is free", name)
+	}
+	require.Panics(t, func() {
+		_, _ = r.Do(ctx, req("panic"), func(ctx context.Context, _ *idempotency.Execution) ([]byte, error) {
+			require.Error(t, failWrite(ctx))
+			panic("boom")
+		})
+	})
+	_, err := s.Get(ctx, "consumer", "panic")
+	require.ErrorIs(t, err, idempotency.ErrNotFound)
+
+	// After a recovery point the key is left for the retry to resume at once.
+	_, err = r.Do(ctx, req("step"), func(ctx context.Context, x *idempotency.Execution) ([]byte, error) {
+		if _, err := x.Step(ctx, "charge", func(context.Context, string) ([]byte, error) { return []byte("ch_1"), nil }); err != nil {
+			return nil, err
+		}
+		require.Error(t, failWrite(ctx))
+		return []byte("half"), nil
+	})
+	require.ErrorIs(t, err, idempotency.ErrTxFailed)
+	mock.Add(time.Millisecond) // past the cut-short lease
+	res, err := r.Do(ctx, req("step"), func(ctx context.Context, x *idempotency.Execution) ([]byte, error) {
+		assert.True(t, x.Resumed())
+		charge, err := x.Step(ctx, "charge", func(context.Context, string) ([]byte, error) {
+			t.Error("the completed step ran again")
+			return nil, nil
+		})
+		return charge, err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "ch_1", string(res.Response))
+
+	// A rejection is still a rejection.
+	_, err = r.Do(ctx, req("reject"), func(ctx context.Context, _ *idempotency.Execution) ([]byte, error) {
+		require.Error(t, failWrite(ctx))
+		return nil, idempotency.Reject(errors.New("bad input"))
+	})
+	require.ErrorIs(t, err, idempotency.ErrRejected)
+	require.NotErrorIs(t, err, idempotency.ErrTxFailed)
+}
+
+// Behind the Middleware, the client of an attempt whose transaction failed
+// gets a problem that says a retry is safe, and the retry runs cleanly.
+func TestMiddlewareFailedTransactionIsRetryable(t *testing.T) {
+	t.Parallel()
+	mock := clock.NewMock()
+	s := newTxStore(mock)
+	var runs atomic.Int64
+	h := idempotency.Middleware(idempotency.NewRunner(s, idempotency.WithClock(mock)), idempotency.SingleTenant)(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			idempotency.MarkStarted(r.Context())
+			require.NoError(t, localWrite(r.Context(), "debit"))
+			if runs.Add(1) == 1 {
+				if err := failWrite(r.Context()); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+			}
+			require.NoError(t, localWrite(r.Context(), "credit"))
+			w.WriteHeader(http.StatusCreated)
+		}))
+	w := do(h, "x", withKey("k"))
+	p := problem(t, w, http.StatusServiceUnavailable)
+	assert.Equal(t, idempotency.CodeTxFailed, p.Code)
+	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	assert.False(t, s.written("debit"))
+	assert.Zero(t, s.Len(), "nothing stored")
+	require.Equal(t, http.StatusCreated, do(h, "x", withKey("k")).Code)
+	assert.True(t, s.written("debit"))
+	assert.True(t, s.written("credit"))
 }

@@ -21,7 +21,7 @@ const claimTries = 10
 // completed or busy record takes no lock and writes nothing.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
-		return idempotency.Claim{}, fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL)
+		return idempotency.Claim{}, idempotency.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 	}
 	for range claimTries {
 		var claimed bool
@@ -31,11 +31,11 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			continue
 		}
 		if err != nil {
-			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			return idempotency.Claim{}, fmt.Errorf("pgstore: claim: %w", classify(err))
 		}
 		return idempotency.Claim{Outcome: outcome(claimed, rec, req.Fingerprint), Record: rec}, nil
 	}
-	return idempotency.Claim{}, fmt.Errorf("pgstore: claim %q: no result after %d tries", req.Key, claimTries)
+	return idempotency.Claim{}, fmt.Errorf("pgstore: claim: no result after %d tries", claimTries)
 }
 
 // outcome classifies the row a claim returned.

@@ -189,11 +189,11 @@ func TestCrashAfterExternalCallRecovers(t *testing.T) {
 	require.Error(t, (<-sent).err, "the first request dies with its server")
 
 	var (
-		point   string
+		point   []byte
 		attempt int64
 	)
 	require.NoError(t, pool.QueryRow(ctx, "SELECT recovery_point, attempt FROM "+table(schema, "idempotency_keys")).Scan(&point, &attempt))
-	assert.Equal(t, "begin:charge", point)
+	assert.Equal(t, "begin:charge", string(point))
 	assert.EqualValues(t, 1, attempt)
 
 	// The restarted server sees the database clock two hours on: the lease is stale.

@@ -15,7 +15,9 @@
 //
 // # Semantics
 //
-// The key of a record is (caller, key). Claim is one statement and one round
+// The key of a record is (caller, key), each of any length and any bytes:
+// the primary key index is on a SHA-256 of both, and every query matches
+// both exactly as well. Claim is one statement and one round
 // trip. It reads the row first; a completed, live in-progress or mismatching
 // record is reported as it is, without a lock or a write, so replays are
 // cheap. Otherwise INSERT ... ON CONFLICT DO UPDATE ... WHERE creates the
@@ -29,6 +31,13 @@
 // returns idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),
 // never the clock of the process.
 //
+// An error that every repeat of the call would meet again (a value or a
+// limit the database refuses, a missing table, a failed login) is marked
+// idempotency.Permanent, so the middleware answers it with 500 and no
+// Retry-After; errors a retry may get past (refused or broken connections,
+// timeouts, serialization failures, too many connections, a shutdown) are
+// left unmarked and answered 503 with Retry-After.
+//
 // # Local effects in the same transaction
 //
 // Store implements idempotency.TxStore. Begin opens a transaction; Tx.Context
@@ -39,6 +48,20 @@
 // roll back with it. The transaction begins lazily, with the execution's
 // first statement in it, so an execution that writes nothing locally costs no
 // BEGIN and no COMMIT.
+//
+// A transaction in which a statement failed is never committed, not even in
+// part. The store records every failure of a statement made through TxFrom's
+// transaction (its savepoints, rows and batches included): an error from
+// the server, and also one that never reached it, such as a context that
+// had ended or no connection to be had from the pool, after which the
+// server's transaction would otherwise still commit. After a failure at its
+// top level the transaction refuses further statements, as PostgreSQL does
+// in an aborted transaction. Tx.Err reports the failure; the Runner then
+// rolls back, stores nothing and frees the key (idempotency.ErrTxFailed),
+// whatever the handler answered, so the retry runs cleanly. A failure inside
+// a savepoint that the handler rolls back is undone with it, as PostgreSQL
+// undoes it. Statements sent through Conn() or LargeObjects() are not seen;
+// one the server refused still keeps the COMMIT from taking effect.
 //
 // An execution that has used its transaction holds one pool connection for
 // it, and needs a second one for each recovery point it saves meanwhile: size
@@ -73,5 +96,6 @@
 // real PostgreSQL (13 or later, for gen_random_uuid) named by the environment
 // variable EXACTLYONCE_PG_DSN (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable), each in a fresh
-// schema of its own.
+// schema of its own. Without that server they fail at once, with one message
+// saying what they need; they never skip.
 package pgstore

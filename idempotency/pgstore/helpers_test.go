@@ -107,3 +107,10 @@ func countRows(t testing.TB, pool *pgxpool.Pool, schema, name string) int {
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table(schema, name)).Scan(&n))
 	return n
 }
+
+// randomHex returns n random hexadecimal digits.
+func randomHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}

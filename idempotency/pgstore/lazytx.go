@@ -16,52 +16,48 @@ import (
 // with that first statement: an execution that writes nothing locally costs
 // no transaction at all, and one that does pays no extra round trip for
 // BEGIN. Commit and Rollback return ErrTxOwned: the store ends it.
+//
+// It keeps the failures of the statements made through it (see failures),
+// so that a transaction in which a statement failed is never committed, even
+// when the failure never reached the server (a context that ended, no
+// connection to be had) and the server's transaction is still healthy. After
+// a failure at its top level it refuses every further statement, as
+// PostgreSQL refuses them in an aborted transaction: BEGIN may not have run,
+// and a statement sent then would commit on its own.
 type lazyTx struct {
 	pool   *pgxpool.Pool
 	conn   *pgxpool.Conn // nil until first use
 	begun  bool          // BEGIN was sent (the server may have refused it)
 	real   pgx.Tx        // pgx's own handle, made only for savepoints and the like
 	closed bool
-	// aborted is set when the pipelined first statement failed before the
-	// server ran BEGIN (a statement that does not parse): the transaction
-	// then behaves as one aborted by that error, as it would without the
-	// pipelining.
-	aborted error
+	failures
 }
 
 // errAborted is what PostgreSQL answers in an aborted transaction.
 var errAborted = &pgconn.PgError{Severity: "ERROR", Code: "25P02",
 	Message: "current transaction is aborted, commands ignored until end of transaction block"}
 
-// firstDone records the outcome of the pipelined first statement.
-func (t *lazyTx) firstDone(c *pgxpool.Conn, err error) error {
-	if err != nil && c.Conn().PgConn().TxStatus() == 'I' && !c.Conn().IsClosed() {
-		t.aborted = err
-	}
-	return err
-}
-
 var _ pgx.Tx = (*lazyTx)(nil)
 
-// acquire takes the transaction's connection.
+// acquire takes the transaction's connection. A failure is recorded.
 func (t *lazyTx) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	if t.closed {
 		return nil, pgx.ErrTxClosed
 	}
-	if t.aborted != nil {
-		return nil, errAborted
+	if t.top != nil {
+		return nil, fmt.Errorf("%w (after: %w)", errAborted, t.top)
 	}
 	if t.conn == nil {
 		c, err := t.pool.Acquire(ctx)
 		if err != nil {
-			return nil, err
+			return nil, t.fail(err)
 		}
 		t.conn = c
 	}
 	return t.conn, nil
 }
 
-// begin sends BEGIN on its own, if it was not sent yet.
+// begin sends BEGIN on its own, if it was not sent yet. A failure is recorded.
 func (t *lazyTx) begin(ctx context.Context) (*pgxpool.Conn, error) {
 	c, err := t.acquire(ctx)
 	if err != nil || t.begun {
@@ -69,7 +65,7 @@ func (t *lazyTx) begin(ctx context.Context) (*pgxpool.Conn, error) {
 	}
 	t.begun = true
 	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
-		return nil, err
+		return nil, t.fail(err)
 	}
 	return c, nil
 }
@@ -94,7 +90,7 @@ func (t *lazyTx) pgxTx(ctx context.Context) (pgx.Tx, error) {
 	t.begun = true
 	tx, err := c.BeginTx(ctx, opts)
 	if err != nil {
-		return nil, err
+		return nil, t.fail(err)
 	}
 	t.real = tx
 	return tx, nil
@@ -121,17 +117,19 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	}
 	switch {
 	case t.begun:
-		return c.Exec(ctx, sql, args...)
+		tag, err := c.Exec(ctx, sql, args...)
+		return tag, t.fail(err)
 	case len(args) == 0:
 		// The simple protocol takes several statements in one message.
 		t.begun = true
 		tag, err := c.Exec(ctx, "BEGIN;\n"+sql)
-		return tag, t.firstDone(c, err)
+		return tag, t.fail(err)
 	case !pipelinable(args):
 		if _, err := t.begin(ctx); err != nil {
 			return pgconn.CommandTag{}, err
 		}
-		return c.Exec(ctx, sql, args...)
+		tag, err := c.Exec(ctx, sql, args...)
+		return tag, t.fail(err)
 	}
 	t.begun = true
 	b := &pgx.Batch{}
@@ -140,7 +138,7 @@ func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	br := c.SendBatch(ctx, b)
 	_, errBegin := br.Exec()
 	tag, err := br.Exec()
-	return tag, t.firstDone(c, errors.Join(errBegin, err, br.Close()))
+	return tag, t.fail(errors.Join(errBegin, err, br.Close()))
 }
 
 // Query runs sql in the transaction; the first statement carries BEGIN with it.
@@ -153,7 +151,11 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 		if _, err := t.begin(ctx); err != nil {
 			return errRows{err}, err
 		}
-		return c.Query(ctx, sql, args...)
+		rows, err := c.Query(ctx, sql, args...)
+		if err != nil {
+			return errRows{err}, t.fail(err)
+		}
+		return &trackedRows{Rows: rows, f: &t.failures}, nil
 	}
 	t.begun = true
 	b := &pgx.Batch{}
@@ -161,15 +163,15 @@ func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	b.Queue(sql, args...)
 	br := c.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
-		err = t.firstDone(c, errors.Join(err, br.Close()))
+		err = t.fail(errors.Join(err, br.Close()))
 		return errRows{err}, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		err = t.firstDone(c, errors.Join(err, br.Close()))
+		err = t.fail(errors.Join(err, br.Close()))
 		return errRows{err}, err
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return &trackedRows{Rows: &batchRows{Rows: rows, br: br}, f: &t.failures}, nil
 }
 
 // QueryRow runs sql in the transaction and returns its one row.
@@ -178,13 +180,19 @@ func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return &oneRow{rows: rows, err: err}
 }
 
-// Begin starts a nested transaction (a savepoint).
+// Begin starts a nested transaction (a savepoint). A statement that fails
+// in it fails the whole transaction, unless the savepoint is rolled back.
 func (t *lazyTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	tx, err := t.pgxTx(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return tx.Begin(ctx)
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	depth, id := t.open()
+	return &savepoint{Tx: sp, f: &t.failures, depth: depth, id: id}, nil
 }
 
 // CopyFrom copies rows into a table in the transaction.
@@ -193,7 +201,8 @@ func (t *lazyTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []s
 	if err != nil {
 		return 0, err
 	}
-	return tx.CopyFrom(ctx, table, columns, src)
+	n, err := tx.CopyFrom(ctx, table, columns, src)
+	return n, t.fail(err)
 }
 
 // SendBatch sends a batch in the transaction.
@@ -202,7 +211,7 @@ func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
-	return tx.SendBatch(ctx, b)
+	return &trackedBatch{BatchResults: tx.SendBatch(ctx, b), f: &t.failures}
 }
 
 // Prepare prepares a statement on the transaction's connection.
@@ -211,12 +220,14 @@ func (t *lazyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stateme
 	if err != nil {
 		return nil, err
 	}
-	return tx.Prepare(ctx, name, sql)
+	sd, err := tx.Prepare(ctx, name, sql)
+	return sd, t.fail(err)
 }
 
 // LargeObjects returns the large objects of the transaction. It begins the
 // transaction without a context; if that fails it panics, as there is no
-// error to return.
+// error to return. Failures of its calls are not seen by the store (one the
+// server reported still keeps the transaction from committing).
 func (t *lazyTx) LargeObjects() pgx.LargeObjects {
 	tx, err := t.pgxTx(context.Background())
 	if err != nil {
@@ -226,7 +237,9 @@ func (t *lazyTx) LargeObjects() pgx.LargeObjects {
 }
 
 // Conn returns the connection the transaction runs on, after beginning it
-// (without a context; nil if that fails).
+// (without a context; nil if that fails). Failures of statements sent
+// through it are not seen by the store (one the server reported still keeps
+// the transaction from committing): use the transaction itself.
 func (t *lazyTx) Conn() *pgx.Conn {
 	tx, err := t.pgxTx(context.Background())
 	if err != nil {

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/exactlyonce/retry/idempotency"
@@ -145,4 +146,139 @@ func TestLazyTxQueryRowNoRows(t *testing.T) {
 	require.NoError(t, localWrite(txCtx, schema, "after"))
 	require.NoError(t, tx.Complete(context.Background(), []byte("ok")))
 	assert.True(t, written(t, s.Pool(), schema, "after"))
+}
+
+// Every way of making a statement through the transaction records its
+// failure, including failures that never reach the server: the transaction
+// then reports it (Err), refuses further statements at its top level, and
+// Complete commits nothing, not even the writes made before.
+func TestLazyTxEveryFailureCounts(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	lw := table(schema, "local_writes")
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	fails := map[string]func(ctx context.Context, tx pgx.Tx) error{
+		"Exec": func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "SELECT 1/0")
+			return err
+		},
+		"Exec on a done context": func(_ context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(done, "INSERT INTO "+lw+" (name) VALUES ($1)", "never")
+			return err
+		},
+		"Query": func(ctx context.Context, tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, "SELECT 1/(2-g) FROM generate_series(1, 3) g")
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+			}
+			rows.Close()
+			return rows.Err()
+		},
+		"QueryRow scan": func(ctx context.Context, tx pgx.Tx) error {
+			var b bool
+			return tx.QueryRow(ctx, "SELECT 'not a bool'::text").Scan(&b)
+		},
+		"SendBatch": func(ctx context.Context, tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue("SELECT 1/0")
+			return tx.SendBatch(ctx, b).Close()
+		},
+		"CopyFrom": func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{schema, "nope"}, []string{"name"}, pgx.CopyFromRows([][]any{{"x"}}))
+			return err
+		},
+		"Prepare": func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Prepare(ctx, "bad", "SELEC 1")
+			return err
+		},
+		"savepoint left open": func(ctx context.Context, tx pgx.Tx) error {
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = sp.Exec(done, "INSERT INTO "+lw+" (name) VALUES ($1)", "never")
+			return err
+		},
+		"savepoint released": func(ctx context.Context, tx pgx.Tx) error {
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			inner, err := sp.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			_, ferr := inner.Exec(done, "INSERT INTO "+lw+" (name) VALUES ($1)", "never")
+			if err := inner.Commit(ctx); err != nil {
+				return err
+			}
+			if err := sp.Commit(ctx); err != nil {
+				return err
+			}
+			return ferr
+		},
+	}
+	for how, fail := range fails {
+		for _, first := range []bool{true, false} {
+			key := fmt.Sprint(how, "-first-", first)
+			t.Run(key, func(t *testing.T) {
+				tx, txCtx, ptx := openTx(t, s, key)
+				if !first {
+					require.NoError(t, localWrite(txCtx, schema, key))
+				}
+				require.Error(t, fail(txCtx, ptx))
+				require.Error(t, tx.Err())
+				// Further statements are refused, unless the failure is in a
+				// savepoint still open (which a rollback may undo).
+				if err := localWrite(txCtx, schema, key+"-after"); how != "savepoint left open" {
+					require.Error(t, err)
+				}
+				require.ErrorIs(t, tx.Complete(context.Background(), []byte("x")), idempotency.ErrTxFailed)
+				assert.False(t, written(t, s.Pool(), schema, key))
+				assert.False(t, written(t, s.Pool(), schema, key+"-after"))
+				g, err := s.Get(context.Background(), "alice", key)
+				require.NoError(t, err)
+				assert.Equal(t, idempotency.StatusInProgress, g.Status)
+			})
+		}
+	}
+}
+
+// What is not a failure: no row (an answer), a savepoint rolled back after a
+// failure in it (PostgreSQL's way to recover), Rollback after Commit of a
+// savepoint.
+func TestLazyTxRecoveredFailures(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	lw := table(schema, "local_writes")
+	tx, txCtx, ptx := openTx(t, s, "k")
+	var name string
+	require.ErrorIs(t, ptx.QueryRow(txCtx, "SELECT name FROM "+lw+" WHERE name = 'none'").Scan(&name), pgx.ErrNoRows)
+	require.NoError(t, tx.Err())
+	require.NoError(t, localWrite(txCtx, schema, "kept"))
+	for _, stmt := range []string{"INSERT INTO " + lw + " (name) VALUES ('kept')", "SELECT 1/0"} {
+		sp, err := ptx.Begin(txCtx)
+		require.NoError(t, err)
+		inner, err := sp.Begin(txCtx)
+		require.NoError(t, err)
+		_, err = inner.Exec(txCtx, stmt)
+		require.Error(t, err)
+		require.Error(t, tx.Err(), "a failure in an open savepoint counts")
+		require.NoError(t, sp.Rollback(txCtx), "rolling back the outer savepoint undoes the inner one")
+		require.ErrorIs(t, inner.Rollback(txCtx), pgx.ErrTxClosed)
+		require.NoError(t, tx.Err())
+	}
+	sp, err := ptx.Begin(txCtx)
+	require.NoError(t, err)
+	_, err = sp.Exec(txCtx, "INSERT INTO "+lw+" (name) VALUES ('released')")
+	require.NoError(t, err)
+	require.NoError(t, sp.Commit(txCtx))
+	require.ErrorIs(t, sp.Rollback(txCtx), pgx.ErrTxClosed, "the usual deferred Rollback after Commit")
+	require.NoError(t, tx.Err())
+	require.NoError(t, tx.Complete(context.Background(), []byte("ok")))
+	assert.True(t, written(t, s.Pool(), schema, "kept"))
+	assert.True(t, written(t, s.Pool(), schema, "released"))
 }

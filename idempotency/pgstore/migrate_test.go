@@ -2,6 +2,9 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +104,7 @@ func TestSchemaSQLQuotesTheSchema(t *testing.T) {
 	assert.Contains(t, sql, `CREATE SCHEMA IF NOT EXISTS "we""ird";`)
 	assert.NotContains(t, sql, "__SCHEMA__")
 	assert.NotContains(t, sql, "__GENERATION_SEQ__")
-	assert.True(t, strings.Contains(sql, "PRIMARY KEY (caller, key)"))
+	assert.True(t, strings.Contains(sql, "PRIMARY KEY (key_hash)"))
 }
 
 func TestNewValidates(t *testing.T) {
@@ -126,4 +129,66 @@ func TestNoSilentSchemaCreation(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'pgstore_test_never_migrated')").Scan(&exists))
 	assert.False(t, exists)
+}
+
+// oldSchemaSQL is the DDL of a store from before key_hash, for schema.
+func oldSchemaSQL(t *testing.T, schema string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/schema_before_key_hash.sql")
+	require.NoError(t, err)
+	ident := pgx.Identifier{schema}.Sanitize()
+	seq := "'" + strings.ReplaceAll(ident+".idempotency_generation_seq", "'", "''") + "'"
+	return strings.NewReplacer("__SCHEMA__", ident, "__GENERATION_SEQ__", seq).Replace(string(b))
+}
+
+// Migrate upgrades, in place, a table made before records were indexed by
+// the hash of caller and key: its rows keep their state and fences, and the
+// store then takes callers and keys of any length.
+func TestMigrateUpgradesToKeyHash(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "pgstore_test_upgrade_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		assert.NoError(t, err)
+	})
+	_, err := pool.Exec(ctx, oldSchemaSQL(t, schema))
+	require.NoError(t, err)
+	keys := table(schema, "idempotency_keys")
+	// A completed record and an in-progress one with a recovery point, as
+	// the old store wrote them.
+	_, err = pool.Exec(ctx, "INSERT INTO "+keys+` (caller, key, fingerprint, status, attempt, locked_until,
+		recovery_point, recovery_data, response, created_at, expires_at) VALUES
+		('alice', 'done', 'fp', 2, 1, now(), '', NULL, 'stored', now(), now() + interval '1 hour'),
+		('alice', 'open', 'fp', 1, 2, now() + interval '1 minute', 'done:charge é', 'data', NULL, now(), now() + interval '1 hour')`)
+	require.NoError(t, err)
+
+	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
+	require.NoError(t, pgstore.Migrate(ctx, pool, schema), "a second run changes nothing")
+	s, err := pgstore.New(pool, pgstore.WithSchema(schema))
+	require.NoError(t, err)
+
+	done := mustClaim(t, s, claimReq("done"), idempotency.ClaimCompleted)
+	assert.Equal(t, "stored", string(done.Response))
+	open, err := s.Get(ctx, "alice", "open")
+	require.NoError(t, err)
+	assert.Equal(t, "done:charge é", open.RecoveryPoint)
+	assert.Equal(t, "data", string(open.RecoveryData))
+	assert.EqualValues(t, 2, open.Attempt)
+	mustClaim(t, s, claimReq("open"), idempotency.ClaimInProgress)
+	require.NoError(t, s.SaveRecoveryPoint(ctx, fenceOf(open), "done:ship\x00", nil, time.Minute))
+	require.NoError(t, s.Complete(ctx, fenceOf(open), []byte("ok")))
+
+	long := idempotency.ClaimRequest{Caller: randomHex(4 << 10), Key: randomHex(4 << 10), Fingerprint: "fp", Lease: time.Minute, TTL: time.Hour}
+	c, err := s.Claim(ctx, long)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.ClaimCreated, c.Outcome)
+
+	var pk string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conrelid = $1::regclass AND contype = 'p'`, keys).Scan(&pk))
+	assert.Equal(t, "PRIMARY KEY (key_hash)", pk)
 }

@@ -35,7 +35,7 @@ func (s *Store) Enqueue(ctx context.Context, q Querier, topic string, payload []
 	}
 	var id string
 	if err := q.QueryRow(ctx, s.q.enqueue, topic, payload).Scan(&id); err != nil {
-		return "", fmt.Errorf("pgstore: enqueue: %w", err)
+		return "", fmt.Errorf("pgstore: enqueue: %w", classify(err))
 	}
 	return id, nil
 }
@@ -49,7 +49,7 @@ func (s *Store) PurgeDelivered(ctx context.Context, olderThan time.Duration, lim
 	}
 	tag, err := s.pool.Exec(ctx, s.q.purge, lim, olderThan.Microseconds(), s.now())
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: purge delivered: %w", err)
+		return 0, fmt.Errorf("pgstore: purge delivered: %w", classify(err))
 	}
 	return int(tag.RowsAffected()), nil
 }

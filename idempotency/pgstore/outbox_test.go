@@ -307,3 +307,35 @@ func TestRelayParksPoisonMessage(t *testing.T) {
 	assert.Equal(t, []string{ids[0], ids[2], ids[1]}, k.order)
 	assert.Zero(t, pending(t, s, schema))
 }
+
+// A delivery error whose text the database cannot store as text (a NUL
+// byte, invalid UTF-8, as a receiver's raw answer may hold) is still
+// recorded, so the message is counted and parked like any other failure
+// instead of holding back the outbox forever.
+func TestRelayRecordsAnyErrorText(t *testing.T) {
+	t.Parallel()
+	s, schema, _ := newStore(t)
+	ctx := context.Background()
+	ids := enqueue(t, s, 2)
+	k := newSink()
+	poison := errors.New("receiver said \x00\xff\xfe")
+	r := &pgstore.Relay{Store: s, MaxFailures: 1, Deliver: func(ctx context.Context, m pgstore.Message) error {
+		if m.ID == ids[0] {
+			return poison
+		}
+		return k.deliver(ctx, m)
+	}}
+	n, err := r.RunOnce(ctx)
+	require.ErrorIs(t, err, poison)
+	assert.NotContains(t, err.Error(), "mark failed")
+	assert.Equal(t, 1, n, "the message after the parked one goes on")
+	assert.Equal(t, 1, k.count(ids[1]))
+	var (
+		failures int
+		lastErr  string
+	)
+	require.NoError(t, s.Pool().QueryRow(ctx, "SELECT failures, last_error FROM "+table(schema, "outbox")+
+		" WHERE id = $1", ids[0]).Scan(&failures, &lastErr))
+	assert.Equal(t, 1, failures)
+	assert.Contains(t, lastErr, "receiver said")
+}

@@ -8,18 +8,24 @@ const recordColumns = `caller, key, fingerprint, status, attempt, generation, lo
 
 // queries holds the store's SQL with the schema filled in. In every query the
 // last parameter is the test time shift in microseconds, added to now().
+// Queries on one record take its caller as $1 and its key as $2 and find it
+// by @id: through the primary key index on the hash of both, and matching
+// both exactly.
 type queries struct {
 	claim, get, saveRecoveryPoint, complete, completeTx, release string
 	deleteExpired                                                string
 	enqueue, claimOutbox, markDelivered, markFailed, purge       string
 }
 
+// recordID selects the record of caller $1 and key $2.
+const recordID = `key_hash = sha256(sha256($1::bytea) || $2::bytea) AND caller = $1 AND key = $2`
+
 // at is the shifted database clock for parameter n.
 func at(n string) string { return "(now() + $" + n + "::bigint * interval '1 microsecond')" }
 
 func buildQueries(schema string) queries {
 	r := strings.NewReplacer("__SCHEMA__", schema, "__GENERATION_SEQ__", generationSeq(schema), "@now6", at("6"), "@now2", at("2"), "@now5", at("5"),
-		"@now4", at("4"), "@now3", at("3"), "@now8", at("8"), "@cols", recordColumns)
+		"@now4", at("4"), "@now3", at("3"), "@now8", at("8"), "@cols", recordColumns, "@id", recordID)
 	return queries{
 		// One statement. cur reads the row as the statement's snapshot sees
 		// it; when it is settled (live, and not a stale in-progress row this
@@ -30,12 +36,14 @@ func buildQueries(schema string) queries {
 		// row with the same fingerprint, bumping attempt and keeping the
 		// generation, under the row lock ON CONFLICT takes. If c then changes
 		// nothing (a concurrent claim won the row after the snapshot), the
-		// statement returns no row and Claim runs it again.
+		// statement returns no row and Claim runs it again. The conflict is
+		// on the hash of caller and key; the update also requires both to
+		// match, so a row of another pair is never taken.
 		claim: r.Replace(`WITH cur AS (
 	SELECT @cols,
 		expires_at > @now6 AND NOT (status = 1 AND locked_until < @now6 AND fingerprint = $3) AS settled
 	FROM __SCHEMA__.idempotency_keys
-	WHERE caller = $1 AND key = $2
+	WHERE @id
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
 	SELECT $1, $2, $3, 1, 1, nextval(__GENERATION_SEQ__),
@@ -43,7 +51,7 @@ func buildQueries(schema string) queries {
 		n.t, n.t + $5::bigint * interval '1 microsecond'
 	FROM (SELECT @now6 AS t) n
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
-	ON CONFLICT (caller, key) DO UPDATE SET
+	ON CONFLICT (key_hash) DO UPDATE SET
 		fingerprint    = excluded.fingerprint,
 		status         = 1,
 		attempt        = CASE WHEN k.expires_at <= excluded.created_at THEN 1 ELSE k.attempt + 1 END,
@@ -54,8 +62,8 @@ func buildQueries(schema string) queries {
 		response       = NULL,
 		created_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at ELSE k.created_at END,
 		expires_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.expires_at ELSE k.expires_at END
-	WHERE k.expires_at <= excluded.created_at
-		OR (k.status = 1 AND k.locked_until < excluded.created_at AND k.fingerprint = excluded.fingerprint)
+	WHERE k.caller = excluded.caller AND k.key = excluded.key AND (k.expires_at <= excluded.created_at
+		OR (k.status = 1 AND k.locked_until < excluded.created_at AND k.fingerprint = excluded.fingerprint))
 	RETURNING @cols
 )
 SELECT true, @cols FROM c
@@ -63,38 +71,38 @@ UNION ALL
 SELECT false, @cols FROM cur WHERE settled`),
 
 		get: r.Replace(`SELECT @cols FROM __SCHEMA__.idempotency_keys
-WHERE caller = $1 AND key = $2 AND expires_at > @now3`),
+WHERE @id AND expires_at > @now3`),
 
 		saveRecoveryPoint: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
 SET recovery_point = $4, recovery_data = $5, locked_until = @now8 + $6::bigint * interval '1 microsecond'
-WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $7 AND status = 1 AND expires_at > @now8`),
+WHERE @id AND attempt = $3 AND generation = $7 AND status = 1 AND expires_at > @now8`),
 
 		complete: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
 SET status = 2, response = $4
-WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6`),
+WHERE @id AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6`),
 
 		// The same fenced update, raising EO001 when it matched nothing, so that
 		// the COMMIT pipelined after it in one round trip never runs.
 		completeTx: r.Replace(`WITH u AS (
 	UPDATE __SCHEMA__.idempotency_keys
 	SET status = 2, response = $4
-	WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6
+	WHERE @id AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6
 	RETURNING 1
 )
 SELECT __SCHEMA__.require_fence((SELECT count(*) FROM u))`),
 
 		release: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys
-WHERE caller = $1 AND key = $2 AND attempt = $3 AND generation = $4 AND status = 1 AND expires_at > @now5`),
+WHERE @id AND attempt = $3 AND generation = $4 AND status = 1 AND expires_at > @now5`),
 
 		// Rows locked by another sweeper, or by a claim replacing them, are skipped.
 		deleteExpired: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys k
 USING (
-	SELECT caller, key FROM __SCHEMA__.idempotency_keys
+	SELECT key_hash FROM __SCHEMA__.idempotency_keys
 	WHERE expires_at <= @now2
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
 ) d
-WHERE k.caller = d.caller AND k.key = d.key`),
+WHERE k.key_hash = d.key_hash`),
 
 		enqueue: r.Replace(`INSERT INTO __SCHEMA__.outbox (topic, payload) VALUES ($1, $2) RETURNING id::text`),
 

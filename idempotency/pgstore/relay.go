@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,7 +102,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			failure = err
 		}
 		var parked bool
-		if err := tx.QueryRow(end, r.Store.q.markFailed, seqs[i], err.Error(), r.MaxFailures).Scan(&parked); err != nil {
+		if err := tx.QueryRow(end, r.Store.q.markFailed, seqs[i], errorText(err), r.MaxFailures).Scan(&parked); err != nil {
 			return 0, errors.Join(failure, fmt.Errorf("pgstore: relay: mark failed: %w", err))
 		}
 		if !parked {
@@ -148,4 +149,10 @@ func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]Message, []int64, error
 		return nil, nil, fmt.Errorf("pgstore: relay: claim: %w", err)
 	}
 	return batch, seqs, nil
+}
+
+// errorText is err's text as a text column takes it: without NUL bytes, and
+// with invalid UTF-8 replaced, so that recording a failure never fails.
+func errorText(err error) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(err.Error(), "\x00", ""), "\uFFFD")
 }

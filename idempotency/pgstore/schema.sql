@@ -14,12 +14,18 @@ CREATE SCHEMA IF NOT EXISTS __SCHEMA__;
 CREATE SEQUENCE IF NOT EXISTS __SCHEMA__.idempotency_generation_seq AS bigint;
 
 -- One row per idempotency key. The key of the store is (caller, key): two
--- callers never see each other's records. Caller, key and fingerprint are
--- stored as bytes, so any Go string (NUL bytes, invalid UTF-8) round-trips.
--- Times come from the database clock.
+-- callers never see each other's records. Caller, key, fingerprint and
+-- recovery point are stored as bytes, so any Go string (NUL bytes, invalid
+-- UTF-8) round-trips. Times come from the database clock.
 CREATE TABLE IF NOT EXISTS __SCHEMA__.idempotency_keys (
     caller         bytea       NOT NULL,
     key            bytea       NOT NULL,
+    -- The row's identity in the primary key index: a caller or a key may be
+    -- longer than an index entry can be (about 2.7 KB), a hash never is.
+    -- sha256(caller) has a fixed length, so distinct (caller, key) pairs
+    -- hash distinct inputs. Every query matches caller and key exactly as
+    -- well, so even a hash collision could never mix two records.
+    key_hash       bytea       GENERATED ALWAYS AS (sha256(sha256(caller) || key)) STORED,
     -- Fingerprint of the request that created the record (versioned by the caller).
     fingerprint    bytea       NOT NULL,
     -- 1 = in progress, 2 = completed (idempotency.Status).
@@ -35,14 +41,14 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.idempotency_keys (
     -- The lease: another claim may take over an in-progress row after this time.
     locked_until   timestamptz NOT NULL,
     -- The last recovery point saved ('' before the first) and its opaque data.
-    recovery_point text        NOT NULL DEFAULT '',
+    recovery_point bytea       NOT NULL DEFAULT '',
     recovery_data  bytea,
     -- The opaque encoded outcome, set when status = 2.
     response       bytea,
     created_at     timestamptz NOT NULL,
     -- After this time the row behaves as absent; the sweeper deletes it.
     expires_at     timestamptz NOT NULL,
-    PRIMARY KEY (caller, key)
+    PRIMARY KEY (key_hash)
 );
 
 -- Tables created before generations existed get the column; their rows get
@@ -56,6 +62,26 @@ EXCEPTION WHEN undefined_column THEN
         DEFAULT nextval(__GENERATION_SEQ__);
 END
 $add_generation$;
+
+-- Tables created before key_hash existed have the primary key (caller, key),
+-- which cannot take a caller or key longer than an index entry, and keep
+-- recovery points as text, which cannot take every Go string. One ALTER
+-- TABLE (one rewrite of the table, under an exclusive lock) brings them up to
+-- date, rows included. The probe takes no lock stronger than a read's, so a
+-- migration of an up-to-date table never blocks traffic.
+DO $add_key_hash$
+BEGIN
+    PERFORM key_hash FROM __SCHEMA__.idempotency_keys LIMIT 0;
+EXCEPTION WHEN undefined_column THEN
+    ALTER TABLE __SCHEMA__.idempotency_keys
+        ADD COLUMN key_hash bytea GENERATED ALWAYS AS (sha256(sha256(caller) || key)) STORED,
+        DROP CONSTRAINT idempotency_keys_pkey,
+        ADD PRIMARY KEY (key_hash),
+        ALTER COLUMN recovery_point DROP DEFAULT,
+        ALTER COLUMN recovery_point TYPE bytea USING convert_to(recovery_point, 'UTF8'),
+        ALTER COLUMN recovery_point SET DEFAULT '';
+END
+$add_key_hash$;
 
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON __SCHEMA__.idempotency_keys (expires_at);

@@ -57,7 +57,7 @@ func (s *Store) Get(ctx context.Context, caller, key string) (idempotency.Record
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, fmt.Errorf("pgstore: get: %w", err)
+		return idempotency.Record{}, fmt.Errorf("pgstore: get: %w", classify(err))
 	}
 	return rec, nil
 }
@@ -66,7 +66,7 @@ func (s *Store) Get(ctx context.Context, caller, key string) (idempotency.Record
 // conditional on f, committed on its own (not in any open transaction), so it
 // is durable before the external call it brackets.
 func (s *Store) SaveRecoveryPoint(ctx context.Context, f idempotency.Fence, point string, data []byte, lease time.Duration) error {
-	tag, err := s.pool.Exec(ctx, s.q.saveRecoveryPoint, []byte(f.Caller), []byte(f.Key), f.Attempt, point, data, lease.Microseconds(), f.Generation, s.now())
+	tag, err := s.pool.Exec(ctx, s.q.saveRecoveryPoint, []byte(f.Caller), []byte(f.Key), f.Attempt, []byte(point), data, lease.Microseconds(), f.Generation, s.now())
 	return fenced("save recovery point", tag, err)
 }
 
@@ -86,7 +86,7 @@ func (s *Store) Release(ctx context.Context, f idempotency.Fence) error {
 // fence no longer holds.
 func fenced(op string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("pgstore: %s: %w", op, err)
+		return fmt.Errorf("pgstore: %s: %w", op, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return idempotency.ErrLeaseLost
@@ -97,13 +97,13 @@ func fenced(op string, tag pgconn.CommandTag, err error) error {
 // scanRecord reads one row of recordColumns, after the columns of lead.
 func scanRecord(row pgx.Row, lead ...any) (idempotency.Record, error) {
 	var (
-		r                        idempotency.Record
-		status                   int16
-		caller, key, fingerprint []byte
+		r                               idempotency.Record
+		status                          int16
+		caller, key, fingerprint, point []byte
 	)
 	err := row.Scan(append(lead, &caller, &key, &fingerprint, &status, &r.Attempt, &r.Generation, &r.LockedUntil,
-		&r.RecoveryPoint, &r.RecoveryData, &r.Response, &r.CreatedAt, &r.ExpiresAt)...)
-	r.Caller, r.Key, r.Fingerprint = string(caller), string(key), string(fingerprint)
+		&point, &r.RecoveryData, &r.Response, &r.CreatedAt, &r.ExpiresAt)...)
+	r.Caller, r.Key, r.Fingerprint, r.RecoveryPoint = string(caller), string(key), string(fingerprint), string(point)
 	r.Status = idempotency.Status(status)
 	return r, err
 }

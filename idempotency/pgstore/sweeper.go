@@ -17,7 +17,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) (int, error) {
 	}
 	tag, err := s.pool.Exec(ctx, s.q.deleteExpired, lim, s.now())
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: delete expired: %w", err)
+		return 0, fmt.Errorf("pgstore: delete expired: %w", classify(err))
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -29,6 +29,10 @@ type txKey struct{}
 // The transaction starts lazily: its first statement takes a connection and
 // carries BEGIN with it in the same round trip. An execution that never uses
 // it completes with a single autocommit update.
+//
+// If a statement made through it fails, for whatever reason, the
+// transaction never commits (see the package documentation): the handler
+// need not, and cannot, roll it back itself.
 func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
@@ -52,19 +56,27 @@ func (t *completionTx) Context(ctx context.Context) context.Context {
 	return context.WithValue(ctx, txKey{}, pgx.Tx(t.tx))
 }
 
+// Err returns the first failure of a statement made through the
+// transaction (TxFrom), or nil: one the server reported, or one that never
+// reached it (a context that ended, no connection to be had). A failure in a
+// savepoint that was rolled back does not count.
+func (t *completionTx) Err() error { return t.tx.err() }
+
 // Complete stores response, conditional on the fence, and commits. When the
 // transaction was used, the fenced update and the COMMIT go to the server in
 // one round trip; when the fence no longer holds, the update raises an error,
 // the COMMIT never runs, everything in the transaction is rolled back, and
 // Complete returns idempotency.ErrLeaseLost. When it was never used, Complete
-// is one autocommit fenced update.
+// is one autocommit fenced update. When a statement of the transaction
+// failed (Err), Complete rolls back, stores nothing and returns an error
+// matching idempotency.ErrTxFailed.
 func (t *completionTx) Complete(ctx context.Context, response []byte) error {
 	if t.tx.closed {
 		return pgx.ErrTxClosed
 	}
-	if err := t.tx.aborted; err != nil {
-		t.end(ctx, true)
-		return fmt.Errorf("pgstore: complete: %w (after %w)", pgx.ErrTxCommitRollback, err)
+	if err := t.tx.err(); err != nil {
+		rerr := t.end(ctx, true)
+		return errors.Join(fmt.Errorf("pgstore: complete: %w: %w", idempotency.ErrTxFailed, err), rerr)
 	}
 	if !t.tx.begun {
 		t.end(ctx, false)
@@ -82,14 +94,19 @@ func (t *completionTx) Complete(ctx context.Context, response []byte) error {
 			err = errors.Join(err, rerr)
 		}
 		var pgErr *pgconn.PgError
-		if errors.As(errUpdate, &pgErr) && pgErr.Code == leaseLostCode {
+		switch {
+		case errors.As(errUpdate, &pgErr) && pgErr.Code == leaseLostCode:
 			return idempotency.ErrLeaseLost
+		case errors.As(errUpdate, &pgErr) && pgErr.Code == errAborted.Code:
+			// A statement failed where the store could not see it (on
+			// Conn, say): the server aborted the transaction.
+			return fmt.Errorf("pgstore: complete: %w: %w", idempotency.ErrTxFailed, err)
 		}
-		return fmt.Errorf("pgstore: complete: %w", err)
+		return fmt.Errorf("pgstore: complete: %w", classify(err))
 	}
 	t.end(ctx, false)
 	if tag.String() == "ROLLBACK" { // the transaction had already failed
-		return fmt.Errorf("pgstore: complete: %w", pgx.ErrTxCommitRollback)
+		return fmt.Errorf("pgstore: complete: %w: %w", idempotency.ErrTxFailed, pgx.ErrTxCommitRollback)
 	}
 	return nil
 }

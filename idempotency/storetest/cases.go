@@ -27,10 +27,10 @@ func claim(t *testing.T, s idempotency.Store, req idempotency.ClaimRequest, want
 	t.Helper()
 	c, err := s.Claim(context.Background(), req)
 	if err != nil {
-		t.Fatalf("Claim(%q, %q): %v", req.Caller, req.Key, err)
+		t.Fatalf("Claim(%s, %s): %v", short(req.Caller), short(req.Key), err)
 	}
 	if c.Outcome != want {
-		t.Fatalf("Claim(%q, %q) outcome = %s, want %s", req.Caller, req.Key, outcomeName(c.Outcome), outcomeName(want))
+		t.Fatalf("Claim(%s, %s) outcome = %s, want %s", short(req.Caller), short(req.Key), outcomeName(c.Outcome), outcomeName(want))
 	}
 	return c.Record
 }
@@ -43,7 +43,7 @@ func get(t *testing.T, s idempotency.Store, caller, key string) idempotency.Reco
 	t.Helper()
 	r, err := s.Get(context.Background(), caller, key)
 	if err != nil {
-		t.Fatalf("Get(%q, %q): %v", caller, key, err)
+		t.Fatalf("Get(%s, %s): %v", short(caller), short(key), err)
 	}
 	return r
 }
@@ -52,7 +52,7 @@ func wantNotFound(t *testing.T, s idempotency.Store, caller, key string) {
 	t.Helper()
 	r, err := s.Get(context.Background(), caller, key)
 	if !errors.Is(err, idempotency.ErrNotFound) {
-		t.Fatalf("Get(%q, %q) = %+v, %v; want ErrNotFound", caller, key, r, err)
+		t.Fatalf("Get(%s, %s) = status %s attempt %d, %v; want ErrNotFound", short(caller), short(key), r.Status, r.Attempt, err)
 	}
 }
 
@@ -68,6 +68,14 @@ func noErr(t *testing.T, what string, err error) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// short quotes s for a message, abbreviated when long.
+func short(s string) string {
+	if len(s) <= 40 {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:32], len(s))
 }
 
 func near(got, want time.Time) bool {

@@ -39,9 +39,15 @@
 //   - tenant isolation: the same key under another caller is independent,
 //     and (caller, key) pairs are not confused by concatenation;
 //   - records are copies, in and out;
+//   - any caller, key and recovery point is taken as it is: values far
+//     longer than a database index entry (100 KiB), NUL bytes, invalid
+//     UTF-8, and long values that differ only at their ends or split
+//     differently between caller and key are never confused;
 //   - for a TxStore: Tx.Complete commits (with the local writes), a stale
 //     fence (or one of an earlier record of the key) rolls everything back,
-//     Rollback leaves the record owned.
+//     Rollback leaves the record owned; a transaction in which a statement
+//     failed reports it (Tx.Err), and Complete then commits nothing, not
+//     even the writes made before the failure, and fails with ErrTxFailed.
 //
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a
@@ -77,6 +83,12 @@ type Harness struct {
 	// nil to check only the records.
 	TxWrite   func(ctx context.Context, name string) error
 	TxWritten func(t *testing.T, name string) bool
+
+	// TxFail is optional, used only when Store implements
+	// idempotency.TxStore: it makes a statement through the transaction ctx
+	// carries that fails, and returns its error (non-nil). Leave it nil to
+	// check only that a transaction without failures reports none.
+	TxFail func(ctx context.Context) error
 }
 
 // Run runs the whole suite as subtests of t, building a fresh Harness for
@@ -121,8 +133,11 @@ var cases = []struct {
 	{"DeleteExpiredLimit", testDeleteExpiredLimit},
 	{"TenantIsolation", testTenantIsolation},
 	{"RecordsAreCopies", testRecordsAreCopies},
+	{"LongCallerAndKey", testLongCallerAndKey},
+	{"OddRecoveryPoints", testOddRecoveryPoints},
 	{"TxCompleteCommits", testTxCompleteCommits},
 	{"TxLostLeaseRollsBack", testTxLostLeaseRollsBack},
 	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
 	{"TxRollback", testTxRollback},
+	{"TxFailedStatementRollsBack", testTxFailedStatementRollsBack},
 }

@@ -101,3 +101,39 @@ func testTxRollback(t *testing.T, h Harness) {
 	}
 	noErr(t, "Complete after Rollback", ts.Complete(ctx, fence(r), []byte("ok")))
 }
+
+func testTxFailedStatementRollsBack(t *testing.T, h Harness) {
+	ts := txStore(t, h)
+	ctx := context.Background()
+	r := claim(t, ts, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
+	tx, err := begin(t, ts, fence(r))
+	noErr(t, "Begin", err)
+	if err := tx.Err(); err != nil {
+		t.Fatalf("Err of a new transaction: %v", err)
+	}
+	txCtx := tx.Context(ctx)
+	txWrite(t, h, txCtx, "before")
+	if err := tx.Err(); err != nil {
+		t.Fatalf("Err after a write that worked: %v", err)
+	}
+	if h.TxFail == nil {
+		noErr(t, "Tx.Complete", tx.Complete(ctx, []byte("ok")))
+		return
+	}
+	if err := h.TxFail(txCtx); err == nil {
+		t.Fatal("TxFail reported no error")
+	}
+	if tx.Err() == nil {
+		t.Fatal("Err is nil after a statement failed")
+	}
+	wantErr(t, "Tx.Complete after a failed statement", tx.Complete(ctx, []byte("half")), idempotency.ErrTxFailed)
+	noErr(t, "Rollback after a failed Complete", tx.Rollback(ctx))
+	wantWritten(t, h, "before", false)
+	// Nothing was stored, and the record is still owned: the execution may
+	// still give up the key (or, here, complete without the transaction).
+	g := get(t, ts, "alice", "k1")
+	if g.Status != idempotency.StatusInProgress || g.Attempt != r.Attempt || len(g.Response) != 0 {
+		t.Fatalf("after a refused Complete: status %s attempt %d response %q", g.Status, g.Attempt, g.Response)
+	}
+	noErr(t, "Release after a refused Complete", ts.Release(ctx, fence(r)))
+}
