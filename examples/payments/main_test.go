@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestDemoShortRun(t *testing.T) {
@@ -123,6 +125,16 @@ func TestDemoOnPostgres(t *testing.T) {
 	cfg.Store = storePostgres
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if err := pingDatabase(ctx, cfg.DSN); err != nil {
+		t.Fatalf(`this test needs PostgreSQL, and could not reach it: %v
+
+It connects to $EXACTLYONCE_PG_DSN, or by default to
+    postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+a server on 127.0.0.1:5432 with trust authentication and a database "test".
+To start one on Debian or Ubuntu (pg_lsclusters lists the versions):
+    pg_ctlcluster <version> main start
+    psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test'`, err)
+	}
 	var stdout, stderr bytes.Buffer
 	rs, err := run(ctx, cfg, &stdout, &stderr)
 	if err != nil {
@@ -135,4 +147,16 @@ func TestDemoOnPostgres(t *testing.T) {
 	if !strings.Contains(stderr.String(), "postgres store") {
 		t.Errorf("the run does not say which store it used:\n%s", stderr.String())
 	}
+}
+
+// pingDatabase checks that the database at dsn answers.
+func pingDatabase(ctx context.Context, dsn string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
 }
