@@ -157,7 +157,8 @@ func TestHedgesAndRetriesStayWithinTheBudgetDuringAnOutage(t *testing.T) {
 	defer srv.Close()
 	budget := retry.DefaultBudget()
 	client, tr := newClient(t, retry.WithBudget(budget), retry.WithAttemptTimeout(10*time.Millisecond),
-		retry.WithHedging(retry.Hedging{MinDelay: 2 * time.Millisecond}), retry.WithBackoff(retry.Constant(0)))
+		retry.WithHedging(retry.Hedging{MinDelay: 2 * time.Millisecond}), retry.WithBackoff(retry.Constant(0)),
+		retry.WithoutRideThrough())
 	start := time.Now()
 	const requests = 40
 	for range requests {

@@ -27,7 +27,7 @@ func (rt *roundTrip) attempt(n int) outcome {
 	}
 	req := rt.prepare(n)
 	resp, err := rt.send(req)
-	return rt.judge(n, resp, err, 1)
+	return rt.judge(resp, err, 1)
 }
 
 // prepare builds attempt n's request: the caller's own when nothing needs
@@ -145,11 +145,8 @@ func (rt *roundTrip) settle(resp *http.Response, err error) (*http.Response, err
 	return nil, &AttemptTimeoutError{Timeout: rt.timeout, Err: err}
 }
 
-// judge classifies an attempt's result. A retry that would be made only if
-// the request body could be sent again is decided here, before the
-// response is discarded, so a body that cannot be had again hands back
-// this response (or error) as it is.
-func (rt *roundTrip) judge(n int, resp *http.Response, err error, legs int) outcome {
+// judge classifies an attempt's result.
+func (rt *roundTrip) judge(resp *http.Response, err error, legs int) outcome {
 	o := outcome{hedges: legs - 1}
 	if err != nil {
 		rt.endAttempt()
@@ -160,9 +157,12 @@ func (rt *roundTrip) judge(n int, resp *http.Response, err error, legs int) outc
 		o.status = resp.StatusCode
 		rt.classifyResponse(resp, &o)
 	}
-	if o.retry && n+o.hedges < rt.c.maxAttempts && !rt.hedgeable() &&
-		!rt.body.ready(rt.ctx, rt.c.clock, rt.settleBound()) {
-		o.stop = ErrBodyNotReplayable
-	}
 	return o
+}
+
+// readyBody gets the body of the next attempt once a retry is decided, and
+// before the response is discarded: a body that cannot be had again stops
+// the loop, which hands back this response (or error) as it is.
+func (rt *roundTrip) readyBody() bool {
+	return rt.hedgeable() || rt.body.ready(rt.ctx, rt.c.clock, rt.settleBound())
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/benbjohnson/clock"
 	"golang.org/x/time/rate"
 )
 
@@ -72,7 +73,12 @@ const budgetMaxStripes = 64
 //
 // It earns as gRPC's retry throttle does: each successful logical request
 // (Succeeded) earns ratio tokens, up to the capacity, and each retry
-// (AllowRetry) spends one whole token. The bucket starts full. When it holds
+// (AllowRetry) spends one whole token. When a request that Do or a
+// Transport retried succeeds in the end, its retries get their tokens back
+// (up to the capacity, counted in RetriesRefunded): they were worth their
+// cost. Independent failures (a brownout, where a retry usually works) are
+// then retried as long as retries keep working, while retries into a
+// failing dependency, which never lead to a success, are bounded as below. The bucket starts full. When it holds
 // less than one token, a floor of floorPerSecond retries per second still
 // applies, through a golang.org/x/time/rate Limiter with a burst of 1 (no
 // floor at all when floorPerSecond is 0). Unlike gRPC's throttle, retries are
@@ -84,18 +90,19 @@ const budgetMaxStripes = 64
 // Let S be the number of Succeeded calls, and let every AllowRetry call carry
 // a time in [t0, t1]. Then, with ratio and capacity as clamped below,
 //
-//	RetriesAllowed <= capacity + ratio*S + floorPerSecond*(t1-t0 in seconds) + burst
+//	RetriesAllowed - RetriesRefunded <= capacity + ratio*S + floorPerSecond*(t1-t0 in seconds) + burst
 //
 // where burst is 1 when floorPerSecond > 0 and 0 otherwise. This holds
 // whatever the order of the calls and the times, and under concurrency. It is
 // the sum of two bounds, one per source of retries:
 //
-//	RetriesAllowed - FloorAllowed <= floor(capacity + ratio*S)
-//	FloorAllowed                  <= 1 + floor(floorPerSecond * (t1 - tf))
+//	RetriesAllowed - FloorAllowed - RetriesRefunded <= floor(capacity + ratio*S)
+//	FloorAllowed                                    <= 1 + floor(floorPerSecond * (t1 - tf))
 //
 // where tf is the time of the first retry that the bucket could not pay for
 // (the floor's first grant; the floor starts with its burst of 1 available).
-// Both are equalities in a total outage (S = 0) in which retries keep being
+// (A refund is a token given back, so it adds to what the bucket may pay.)
+// Both are equalities in a total outage (S = 0, so no refund) in which retries keep being
 // asked for, at least at every multiple of 1/floorPerSecond seconds after tf:
 // then RetriesAllowed = floor(capacity) + 1 + floor(floorPerSecond*(t1 - tf))
 // exactly. (The floor's Limiter computes in float64; times and rates whose
@@ -144,6 +151,7 @@ type Budget struct {
 	mask     uint32        // len(stripes) - 1
 	stripes  []budgetStripe
 	zero     budgetStripe // the only stripe of the zero Budget
+	gate     atomic.Pointer[dependency]
 }
 
 // budgetStripe is one set of statistics counters. A Budget spreads its
@@ -155,7 +163,8 @@ type budgetStripe struct {
 	allowed      atomic.Uint64
 	floorAllowed atomic.Uint64
 	denied       atomic.Uint64
-	_            [budgetStripeSize - 5*8]byte
+	refunded     atomic.Uint64
+	_            [budgetStripeSize - 6*8]byte
 }
 
 // BudgetOption configures NewBudget.
@@ -301,6 +310,45 @@ func (b *Budget) AllowRetry(now time.Time) bool {
 	return false
 }
 
+// refund gives back the tokens of n retries that led to a success: they
+// were worth their cost, so independent failures (a brownout) are retried
+// for as long as retries keep working, while retries into a dead
+// dependency, which never succeed, stay bounded.
+func (b *Budget) refund(n int) {
+	if b == nil || len(b.stripes) == 0 {
+		return
+	}
+	b.stripe().refunded.Add(uint64(n))
+	for range n {
+		b.giveBack()
+	}
+}
+
+// dependency returns the gate of the budget's dependency, made on first use
+// with clk and ride.
+func (b *Budget) dependency(clk clock.Clock, ride rideConfig) *dependency {
+	if b == nil {
+		return nil
+	}
+	if d := b.gate.Load(); d != nil {
+		return d
+	}
+	b.gate.CompareAndSwap(nil, newDependency("", clk, ride))
+	return b.gate.Load()
+}
+
+// DependencyStats returns what the budget's gate knows of its dependency
+// (see RideThrough): only Do uses it; the zero value until then.
+func (b *Budget) DependencyStats() DependencyStats {
+	if b == nil {
+		return DependencyStats{}
+	}
+	if d := b.gate.Load(); d != nil {
+		return d.Stats()
+	}
+	return DependencyStats{State: "up"}
+}
+
 // giveBack returns the token of a take that found the bucket short. Tokens
 // earned meanwhile were added to a count lowered by that take, so adding it
 // back must not lift the bucket above its capacity.
@@ -333,6 +381,9 @@ type BudgetStats struct {
 	FloorAllowed uint64
 	// RetriesDenied counts AllowRetry calls that reported false.
 	RetriesDenied uint64
+	// RetriesRefunded counts retries that succeeded and got their token
+	// back.
+	RetriesRefunded uint64
 }
 
 // Stats returns the budget's state and counters; the zero value for a nil
@@ -360,6 +411,7 @@ func (s *BudgetStats) add(c *budgetStripe) {
 	s.RetriesAllowed += c.allowed.Load()
 	s.FloorAllowed += c.floorAllowed.Load()
 	s.RetriesDenied += c.denied.Load()
+	s.RetriesRefunded += c.refunded.Load()
 }
 
 // String formats the statistics on one line, for logs.

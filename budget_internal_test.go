@@ -70,3 +70,19 @@ func posInf() float64 {
 	var zero float64
 	return 1 / zero
 }
+
+// The retries that led to a success get their tokens back, up to the
+// capacity; retries that led nowhere stay spent.
+func TestBudgetRefundsTheRetriesOfASuccess(t *testing.T) {
+	b := NewBudget(0, 0, WithBudgetCapacity(5))
+	now := time.Now()
+	for range 3 {
+		assert.True(t, b.AllowRetry(now))
+	}
+	b.refund(2)
+	st := b.Stats()
+	assert.Equal(t, 4.0, st.Tokens)
+	assert.Equal(t, uint64(2), st.RetriesRefunded)
+	b.refund(3)
+	assert.Equal(t, 5.0, b.Stats().Tokens, "never above the capacity")
+}

@@ -28,7 +28,7 @@ func (rt *roundTrip) hedgeable() bool {
 func (rt *roundTrip) hedgedAttempt(n int) outcome {
 	resp, err, legs := rt.hedged(rt.attemptContext())
 	resp, err = rt.settle(resp, err)
-	return rt.judge(n, resp, err, legs)
+	return rt.judge(resp, err, legs)
 }
 
 // hedged runs the sends of one hedged attempt under ctx and returns the

@@ -24,90 +24,193 @@ type outcome struct {
 	stop error
 	// hedges counts hedged attempts, already charged when they were sent.
 	hedges int
+	// pending: the server says an earlier copy of the request is still
+	// running (a keyed 409); the next attempt waits for its outcome.
+	pending bool
+}
+
+// unhealthy reports whether the attempt says its dependency is failing: a
+// 5xx or 429, or a transport failure worth retrying. A rejection (4xx) or
+// an earlier copy still running says nothing of the kind.
+func (o outcome) unhealthy() bool {
+	return o.bad || (o.err != nil && (o.retry || o.stop == ErrNotIdempotent))
 }
 
 func (o outcome) failed() bool { return o.err != nil || o.retry || o.bad }
 
+// loop is one run of the retry loop behind Do and Transport: the policy,
+// the optional gate of the dependency, and what the attempts so far told.
+type loop struct {
+	c        *config
+	ctx      context.Context // carries the total deadline
+	deadline time.Time       // the total deadline; zero: none
+	gate     *dependency     // holds attempts back while the dependency is down; nil: never
+	attempt  func(n int) outcome
+	// ready, if not nil, says whether another attempt can be made (its
+	// body can be had again), before the budget is asked for it.
+	ready func() bool
+	// discard, if not nil, is called when a retry has been decided, before
+	// the wait, to release what the failed attempt holds; it may take part
+	// of the wait and returns what is left of it.
+	discard func(wait time.Duration) time.Duration
+
+	sent    int           // requests sent, hedges included
+	tries   int           // of those, the ones the attempt limit counts
+	prev    time.Duration // the last backoff wait
+	charged int           // retries paid for by the budget so far
+	probed  bool          // the request was once sent as the gate's probe
+	// waitBound ends the waits of a request without a deadline: MaxWait
+	// after its first.
+	waitBound time.Time
+	waitFrom  time.Time // when waiting for an earlier copy began
+	start     time.Time // for hooks: when the first attempt began
+	observed  bool      // hooks or a logger are set
+}
+
 // run calls attempt (numbered from 1) until it succeeds or the policy stops,
 // and returns the number of attempts, the last outcome and the reason for
-// stopping (nil on success). It is the one loop behind Do and Transport.
-// deadline is the total deadline (zero: none); ctx must already carry it.
-// discard, if not nil, is called when a retry has been decided, before the
-// wait, to release what the failed attempt holds; it may take part of the
-// wait and returns what is left of it.
-func (c *config) run(ctx context.Context, deadline time.Time, discard func(wait time.Duration) time.Duration, attempt func(n int) outcome) (int, outcome, error) {
-	var start time.Time
-	observed := c.onAttempt != nil || c.onRetry != nil || c.logger != nil
-	if observed {
-		start = c.clock.Now()
+// stopping (nil on success). gate may be nil.
+func (c *config) run(ctx context.Context, deadline time.Time, gate *dependency, attempt func(n int) outcome,
+	ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
+	l := loop{c: c, ctx: ctx, deadline: deadline, gate: gate, attempt: attempt, ready: ready, discard: discard}
+	if l.observed = c.onAttempt != nil || c.onRetry != nil || c.logger != nil; l.observed {
+		l.start = c.clock.Now()
 	}
-	var prev time.Duration
-	for n := 1; ; n++ {
-		o := attempt(n)
-		n += o.hedges
+	return l.run()
+}
+
+func (l *loop) run() (int, outcome, error) {
+	var last outcome
+	for {
+		probe, err := l.gate.admit(l.ctx, l.deadline, l.probed, &l.waitBound)
+		if err != nil {
+			return l.sent, last, err
+		}
+		l.probed = l.probed || probe
+		o := l.attempt(l.sent + 1)
+		l.sent += 1 + o.hedges
+		if !o.pending && !probe { // a wait for an earlier copy, or a probe, is no attempt of the request's
+			l.tries += 1 + o.hedges
+		}
+		l.gate.observe(o, probe)
+		last = o
 		if !o.failed() {
-			if c.budget != nil {
-				c.budget.Succeeded()
-			}
-			if observed {
-				c.observe(ctx, Attempt{Number: n, StatusCode: o.status, Elapsed: c.clock.Since(start)})
-			}
-			return n, o, nil
+			l.succeeded(o)
+			return l.sent, o, nil
 		}
-		wait, reason := c.decide(ctx, n, prev, o, deadline)
-		if observed {
-			c.observe(ctx, Attempt{
-				Number: n, Err: o.err, StatusCode: o.status,
-				Retrying: reason == nil, Delay: wait, Reason: reason,
-				Elapsed: c.clock.Since(start),
-			})
-		}
+		wait, reason := l.decide(o)
+		l.report(o, wait, reason)
 		if reason != nil {
-			return n, o, reason
+			return l.sent, o, reason
 		}
-		prev = wait
-		if discard != nil {
-			wait = discard(wait)
+		if l.discard != nil {
+			wait = l.discard(wait)
 		}
-		if !sleep(ctx, c.clock, wait) {
-			return n, o, contextReason(ctx)
+		if !sleep(l.ctx, l.c.clock, wait) {
+			return l.sent, o, contextReason(l.ctx)
 		}
+	}
+}
+
+// succeeded records a success: it earns for the budget, and the retries
+// that led to it get their tokens back: they were worth what they cost.
+func (l *loop) succeeded(o outcome) {
+	if b := l.c.budget; b != nil {
+		b.Succeeded()
+		if l.charged > 0 {
+			b.refund(l.charged)
+		}
+	}
+	if l.observed {
+		l.c.observe(l.ctx, Attempt{Number: l.sent, StatusCode: o.status, Elapsed: l.c.clock.Since(l.start)})
+	}
+}
+
+// report tells the hooks and the logger about a failed attempt.
+func (l *loop) report(o outcome, wait time.Duration, reason error) {
+	if l.observed {
+		l.c.observe(l.ctx, Attempt{
+			Number: l.sent, Err: o.err, StatusCode: o.status,
+			Retrying: reason == nil, Delay: wait, Reason: reason,
+			Elapsed: l.c.clock.Since(l.start),
+		})
 	}
 }
 
 // decide returns the wait before the next attempt, or why there is none.
 // The checks run cheapest and most final first; the budget is asked last,
 // so no token is spent on a retry that would not happen anyway.
-func (c *config) decide(ctx context.Context, n int, prev time.Duration, o outcome, deadline time.Time) (time.Duration, error) {
+func (l *loop) decide(o outcome) (time.Duration, error) {
+	c := l.c
 	switch {
-	case ctx.Err() != nil:
-		return 0, contextReason(ctx)
+	case l.ctx.Err() != nil:
+		return 0, contextReason(l.ctx)
 	case o.stop != nil:
 		return 0, o.stop
 	case !o.retry:
 		return 0, ErrPermanent
-	case n >= c.maxAttempts:
+	case o.pending:
+		return l.decidePending(o)
+	case l.tries >= c.maxAttempts:
 		return 0, ErrAttemptsExhausted
 	}
-	wait := c.backoff.Delay(n, prev, c.random())
-	if wait < 0 {
-		wait = 0
+	l.waitFrom = time.Time{}
+	wait, err := l.backoff(o)
+	if err != nil {
+		return 0, err
 	}
+	if l.ready != nil && !l.ready() {
+		return 0, ErrBodyNotReplayable
+	}
+	if c.budget != nil && !c.budget.AllowRetry(c.clock.Now()) {
+		if l.gate == nil {
+			return 0, ErrBudgetDenied
+		}
+		// Failures outrun what retries may cost: the dependency is down
+		// as far as this client can tell. Wait for it instead of failing.
+		l.gate.markDown()
+		return wait, nil
+	}
+	if c.budget != nil {
+		l.charged++
+	}
+	return wait, nil
+}
+
+// decidePending decides the wait after an answer that says an earlier copy
+// of the request is still running: waiting for its outcome is neither a
+// retry the budget pays for nor one the attempt limit counts; without a
+// deadline it lasts at most the ride-through's MaxWait.
+func (l *loop) decidePending(o outcome) (time.Duration, error) {
+	now := l.c.clock.Now()
+	if l.waitFrom.IsZero() {
+		l.waitFrom = now
+	}
+	if l.deadline.IsZero() && now.Sub(l.waitFrom) >= l.c.ride.maxWait {
+		return 0, ErrAttemptsExhausted
+	}
+	wait, err := l.backoff(o)
+	if err == nil && l.ready != nil && !l.ready() {
+		return 0, ErrBodyNotReplayable
+	}
+	return wait, err
+}
+
+// backoff is the wait before the next attempt: the Backoff's, at least the
+// server's Retry-After, and never one that ends past the deadline.
+func (l *loop) backoff(o outcome) (time.Duration, error) {
+	c := l.c
+	wait := max(c.backoff.Delay(max(l.tries, 1), l.prev, c.random()), 0)
 	if o.hasFloor {
 		if c.maxRetryAfter <= 0 || o.floor > c.maxRetryAfter {
 			return 0, ErrRetryAfterTooLong
 		}
-		if o.floor > wait {
-			wait = o.floor
-		}
+		wait = max(wait, o.floor)
 	}
-	now := c.clock.Now()
-	if waitEndsPastDeadline(now, wait, deadline) {
+	if waitEndsPastDeadline(c.clock.Now(), wait, l.deadline) {
 		return 0, ErrDeadline
 	}
-	if c.budget != nil && !c.budget.AllowRetry(now) {
-		return 0, ErrBudgetDenied
-	}
+	l.prev = wait
 	return wait, nil
 }
 

@@ -34,7 +34,7 @@ func TestSharedBudgetBoundsRetriesDuringAnOutage(t *testing.T) {
 	const requests = 2000
 	for range requests {
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return errFlaky },
-			retry.WithBudget(budget), retry.WithClock(clk))
+			retry.WithBudget(budget), retry.WithClock(clk), retry.WithoutRideThrough())
 		require.Error(t, err)
 	}
 	st := budget.Stats()
@@ -52,7 +52,7 @@ func TestBudgetDenialIsReported(t *testing.T) {
 	var rep retry.Report
 	ctx := retry.WithReport(context.Background(), &rep)
 	err := retry.Do(ctx, func(context.Context) error { return errFlaky },
-		retry.WithBudget(budget), retry.WithClock(clk),
+		retry.WithBudget(budget), retry.WithClock(clk), retry.WithoutRideThrough(),
 		retry.WithOnAttempt(func(a retry.Attempt) { hooked = append(hooked, a) }))
 	assert.ErrorIs(t, err, retry.ErrBudgetDenied)
 	assert.ErrorIs(t, err, errFlaky)
@@ -93,7 +93,7 @@ func TestConcurrentCallersKeepTheBound(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				retry.Do(context.Background(), func(context.Context) error { calls.Add(1); return errFlaky },
-					retry.WithBudget(budget), retry.WithClock(clk))
+					retry.WithBudget(budget), retry.WithClock(clk), retry.WithoutRideThrough())
 			}
 		})
 	}
@@ -176,7 +176,7 @@ func TestPushbackMiddlewareMarksA5xxAfterAGiveUp(t *testing.T) {
 // front of it, each calling the next through its own Transport inside
 // PushbackMiddleware. It returns the top URL, the innermost request count and
 // a function that stops everything.
-func chain(layers int) (string, *atomic.Int64, func()) {
+func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 	innermost := &atomic.Int64{}
 	bottom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		innermost.Add(1)
@@ -185,7 +185,7 @@ func chain(layers int) (string, *atomic.Int64, func()) {
 	closers := []func(){bottom.Close}
 	next := bottom.URL
 	for range layers {
-		tr := retry.NewTransport(nil, retry.WithBackoff(retry.Constant(0)))
+		tr := retry.NewTransport(nil, append([]retry.Option{retry.WithBackoff(retry.Constant(0))}, opts...)...)
 		client := &http.Client{Transport: tr}
 		target := next
 		svc := httptest.NewServer(retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -210,9 +210,9 @@ func chain(layers int) (string, *atomic.Int64, func()) {
 }
 
 func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
-	top, innermost, stop := chain(2) // the client below is the third layer
+	top, innermost, stop := chain(2, retry.WithoutRideThrough()) // the client below is the third layer
 	defer stop()
-	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)))
+	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)), retry.WithoutRideThrough())
 	const requests = 200
 	for range requests {
 		resp, err := client.Get(top)
@@ -230,8 +230,8 @@ func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
 func BenchmarkNestedOutage(b *testing.B) {
 	var total, requests int64
 	for b.Loop() {
-		top, innermost, stop := chain(2)
-		tr := retry.NewTransport(nil)
+		top, innermost, stop := chain(2, retry.WithoutRideThrough())
+		tr := retry.NewTransport(nil, retry.WithoutRideThrough())
 		client := &http.Client{Transport: tr}
 		for range 200 {
 			resp, err := client.Get(top)

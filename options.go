@@ -40,6 +40,7 @@ type config struct {
 	logger         *slog.Logger
 	http           httpConfig
 	adaptive       adaptiveConfig
+	ride           rideConfig
 }
 
 // retryBudget is the hook point where the loop asks a retry budget before
@@ -49,6 +50,10 @@ type retryBudget interface {
 	AllowRetry(now time.Time) bool
 	Succeeded()
 	Requested()
+	// refund gives back the tokens of n retries that led to a success.
+	refund(n int)
+	// dependency is the gate of the budget's dependency, for Do.
+	dependency(clk clock.Clock, ride rideConfig) *dependency
 }
 
 var defaultConfig = newConfig(nil)
@@ -63,6 +68,7 @@ func newConfig(opts []Option) config {
 		clock:         systemClock,
 		random:        rand.Float64,
 		http:          defaultHTTPConfig(),
+		ride:          defaultRideConfig(),
 	}
 	for _, o := range opts {
 		if o != nil {

@@ -11,15 +11,16 @@ import (
 // that carries it, whatever its status, so retries stay at one layer across
 // processes. Its value names why the service gave up: "exhausted" (attempts
 // ran out), "budget" (the retry budget denied), "deadline", "retry-after"
-// (its upstream asked for a longer wait than it allows) or "pushback" (its
-// own upstream pushed back); any value counts.
+// (its upstream asked for a longer wait than it allows), "dependency-down"
+// (it waited for its upstream to come back, in vain) or "pushback" (its own
+// upstream pushed back); any value counts.
 const PushbackHeader = "Retry-Pushback"
 
 // isGiveUp reports whether a loop's reason means its layer gave up on a
 // failing dependency, which the service should pass on to its callers.
 func isGiveUp(reason error) bool {
 	switch reason {
-	case ErrAttemptsExhausted, ErrBudgetDenied, ErrDeadline, ErrPushback, ErrRetryAfterTooLong:
+	case ErrAttemptsExhausted, ErrBudgetDenied, ErrDeadline, ErrPushback, ErrRetryAfterTooLong, ErrDependencyDown:
 		return true
 	}
 	return false
@@ -36,6 +37,8 @@ func pushbackValue(reason error) string {
 		return "deadline"
 	case ErrRetryAfterTooLong:
 		return "retry-after"
+	case ErrDependencyDown:
+		return "dependency-down"
 	default:
 		return "pushback"
 	}

@@ -48,12 +48,16 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	defer cancel() // also when op panics: no timer outlives the call
 	lc := markLoop(ctx)
 	ctx = lc
-	n, last, reason := c.run(ctx, deadline, nil, func(n int) outcome {
+	var gate *dependency
+	if c.budget != nil && !c.ride.off {
+		gate = c.budget.dependency(c.clock, c.ride)
+	}
+	n, last, reason := c.run(ctx, deadline, gate, func(n int) outcome {
 		if n > 1 {
 			lc.keys.newAttempt()
 		}
 		return c.classifyErr(c.attempt(ctx, deadline, op))
-	})
+	}, nil, nil)
 	if reason == nil {
 		fillReport(ctx, n, nil, last)
 		return nil

@@ -27,6 +27,7 @@ type roundTrip struct {
 
 	body     bodySource
 	estimate *latencyEstimate // the host's latency, when measured
+	dep      *dependency      // the host's gate; nil when riding through is off
 
 	ctx        context.Context // parent, bounded by the total deadline
 	deadline   time.Time
@@ -72,6 +73,9 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 	if t.latency != nil {
 		rt.estimate = t.latency.For(req.URL.Host)
 	}
+	if !c.ride.off {
+		rt.dep = t.dependencyFor(req.URL.Host, c)
+	}
 	rt.deadline = c.deadline(rt.parent)
 	rt.ctx, rt.cancelLoop = withTotalDeadline(rt.parent, c.clock, rt.deadline)
 	rt.ownsLoop = rt.ctx != rt.parent
@@ -113,7 +117,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 			rt.abandon()
 		}
 	}()
-	n, last, reason := rt.c.run(rt.ctx, rt.deadline, rt.discard, rt.attempt)
+	n, last, reason := rt.c.run(rt.ctx, rt.deadline, rt.dep, rt.attempt, rt.readyBody, rt.discard)
 	done = true
 	return rt.finish(n, last, reason)
 }
@@ -137,7 +141,7 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 	}
 	rt.endAttempt()
 	rt.cancelLoop()
-	if last.err == nil {
+	if last.err == nil && last.status != 0 {
 		last.err = &StatusError{StatusCode: last.status}
 	}
 	if rt.nested {

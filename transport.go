@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry, at
@@ -53,6 +54,9 @@ type Transport struct {
 	bounded bool
 	// latency keeps per-host estimates when adaptive timeouts or hedging are on.
 	latency *latencyByHost
+	// deps are the hosts' gates (see RideThrough), at most maxDependencies.
+	deps     sync.Map // host -> *dependency
+	depCount atomic.Int32
 
 	// zero and dflt serve the zero Transport.
 	zero sync.Once
@@ -118,6 +122,37 @@ func (t *Transport) CloseIdleConnections() {
 	if ci, ok := t.ready().base.(closeIdler); ok {
 		ci.CloseIdleConnections()
 	}
+}
+
+// maxDependencies bounds the hosts a Transport keeps a gate for; requests to
+// hosts beyond it are sent whatever their host's state.
+const maxDependencies = 1024
+
+// dependencyFor returns the gate of host, made on first use; nil past
+// maxDependencies hosts.
+func (t *Transport) dependencyFor(host string, c *config) *dependency {
+	if d, ok := t.deps.Load(host); ok {
+		return d.(*dependency)
+	}
+	if t.depCount.Load() >= maxDependencies {
+		return nil
+	}
+	d, loaded := t.deps.LoadOrStore(host, newDependency(host, c.clock, c.ride))
+	if !loaded {
+		t.depCount.Add(1)
+	}
+	return d.(*dependency)
+}
+
+// Dependencies returns what the Transport knows of each host it sent to
+// (see RideThrough), for monitoring.
+func (t *Transport) Dependencies() []DependencyStats {
+	var out []DependencyStats
+	t.ready().deps.Range(func(_, d any) bool {
+		out = append(out, d.(*dependency).Stats())
+		return true
+	})
+	return out
 }
 
 // errNilURL is what a request without a URL gets, as from net/http.

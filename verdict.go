@@ -38,8 +38,9 @@ func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	case code == http.StatusInternalServerError:
 		o.bad, o.retry = true, safe && rt.c.http.retry500
 	case code == http.StatusConflict && rt.keyed:
-		// The server says the first attempt with this key is still in progress.
-		o.retry, honourRetryAfter = true, true
+		// The server says the first attempt with this key is still in
+		// progress: its outcome is coming.
+		o.retry, o.pending, honourRetryAfter = true, true, true
 	case code >= 500:
 		o.bad = true
 	}

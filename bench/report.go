@@ -100,9 +100,27 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	row("retry storm: requests that succeeded", func(r LibResult) string {
 		return fmt.Sprintf("%d of %d", r.Storm.Succeeded, r.Storm.Requests)
 	})
+	stormRows(row, "flapping service", s.Flap, func(r LibResult) StormResult { return r.Flap })
+	stormRows(row, "brownout", s.Brownout, func(r LibResult) StormResult { return r.Brownout })
 	writeNotes(&b, res)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// stormRows adds the rows of a flapping or brownout storm: successes,
+// attempts per request over the bad period, peak rate.
+func stormRows(row func(string, func(LibResult) string), name string, st StormConfig, of func(LibResult) StormResult) {
+	offered := st.Outage.Seconds() * float64(st.Rate)
+	row(name+": requests that succeeded", func(r LibResult) string {
+		res := of(r)
+		return fmt.Sprintf("%d of %d (%.1f%%)", res.Succeeded, res.Requests, 100*float64(res.Succeeded)/float64(max(res.Requests, 1)))
+	})
+	row(fmt.Sprintf("%s: attempts per request offered during the %v bad period", name, st.Outage), func(r LibResult) string {
+		return perRequest(float64(of(r).OutageAttempts(st.Outage)) / offered)
+	})
+	row(fmt.Sprintf("%s: peak attempts/s (offered %d/s)", name, st.Rate), func(r LibResult) string {
+		return fmt.Sprintf("%.0f", of(r).Peak())
+	})
 }
 
 // writeNotes explains how the figures were made.
@@ -120,9 +138,14 @@ How the figures were made (loopback, %s in all):
   (cenkalti/backoff's default MaxElapsedTime is 15 min; avast/retry-go waits 0.1 s doubling, 10
   attempts; go-retryablehttp 1 s doubling, 5 attempts).
 - **4-attempt policy**: 4 attempts in all, exponential backoff from %v capped at %v, with each
-  library's own jitter; %d sequential requests, and %d callers with %d requests each.
-- **exactlyonce** keeps its retry budget in every row (it is on by default): 20 tokens, then
-  0.1 token per success and at least 1 retry/s.
+  library's own jitter; %d sequential requests, and %d callers with %d requests each, a %v
+  deadline per request, within a minute.
+- **exactlyonce** keeps its defaults in every row: a retry budget (20 tokens, then 0.1 token
+  per success, at least 1 retry/s, and the tokens of retries that led to a success given back),
+  and riding through outages: once a service fails 8 times in a row (or the budget runs dry),
+  requests to it wait, within their deadlines, while only a probe now and then goes out, and are
+  released paced when it answers again. In a total outage a request therefore ends at its
+  deadline, not at once.
 - **Nested**: three services chained, each calling the next with the library under test, using
   the request's context; the innermost always answers 503. Ours wrap their handlers with
   retry.PushbackMiddleware. %d top-level requests, %d at a time. With defaults, peers that wait
@@ -145,11 +168,18 @@ How the figures were made (loopback, %s in all):
   response is closed, not drained, and Retry-After is not read).
 - **Retry storm**: %d requests/s for %v to a service that answers 503 for the first %v; attempts
   counted at the service in %v buckets over %v; requests time out after %v; defaults.
+- **Flapping service**: the same rate for %v, the service down %v and up %v in turn for the
+  first %v. **Brownout**: the same rate for %v, %.0f%% of the attempts, by a fixed pseudo-random
+  sequence, answered 503 for the first %v. Attempts "per request offered during the bad period"
+  are the attempts the service saw then over the requests offered then: waiting requests sent
+  after it count in the next period.
 `, res.Took.Round(time.Second),
 		s.DefaultsRequests, s.Callers, s.CallerRequests, s.DefaultsWindow, s.DefaultsRequestTimeout,
-		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests,
+		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests, s.PolicyRequestTimeout,
 		s.NestedRequests, s.NestedCallers, costRounds, plainCost(res, 0), plainCost(res, 1), plainCost(res, 4), plainCost(res, 5), retryAfterHonoured,
-		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout)
+		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout,
+		s.Flap.Offer, s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage,
+		s.Brownout.Offer, 100*s.Brownout.BrownoutRate, s.Brownout.Outage)
 }
 
 func defaultsCell(r LibResult, o OutageResult) string {

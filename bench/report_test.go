@@ -30,13 +30,13 @@ func TestRender(t *testing.T) {
 	if err := WriteStormSVG(&svg, res); err != nil {
 		t.Fatal(err)
 	}
-	checkSVG(t, svg.Bytes(), len(res.Libs))
+	checkSVG(t, svg.Bytes(), 3*len(res.Libs)) // three storms
 }
 
 func TestLineChart(t *testing.T) {
 	var b bytes.Buffer
 	err := WriteLineChart(&b, LineChart{
-		Title: "a <title> & more", XLabel: "x", YLabel: "y", XMax: 4, Shade: [2]float64{0, 1},
+		Title: "a <title> & more", XLabel: "x", YLabel: "y", XMax: 4, Shades: [][2]float64{{0, 1}}, ShadeLabel: "outage",
 		Series: []Series{
 			{Name: "one", X: []float64{0.5, 1.5, 2.5}, Y: []float64{10, 120, 30}},
 			{Name: "two", X: []float64{0.5, 1.5}, Y: []float64{0, 0}},

@@ -48,9 +48,15 @@ func TestOutagePolicy(t *testing.T) {
 		if !r.Library.Retries {
 			want = 1
 		}
-		// The quick run is too short to empty our budget: 4 attempts too.
 		for _, o := range []OutageResult{r.PolicySeq, r.PolicyConc} {
-			if o.PerRequest() != want {
+			switch {
+			case isOurs(r.Library):
+				// Ours stops sending once the service failed 8 times
+				// in a row: its requests wait for it instead.
+				if o.PerRequest() > want || o.Attempts < 8 {
+					t.Errorf("%s: %+v: %.2f attempts per request, want at most %v", r.Library.Name, o, o.PerRequest(), want)
+				}
+			case o.PerRequest() != want:
 				t.Errorf("%s: %+v: %.2f attempts per request, want %v", r.Library.Name, o, o.PerRequest(), want)
 			}
 		}

@@ -9,13 +9,34 @@ import (
 	"time"
 )
 
-// StormConfig sets up the retry storm: a service that answers 503 for
-// Outage and then recovers, offered Rate requests per second for Offer.
+// StormKind is the shape of a storm's bad period.
+type StormKind int
+
+const (
+	// StormOutage: the service answers 503 for the whole bad period.
+	StormOutage StormKind = iota
+	// StormFlap: the service is down for half of every FlapPeriod and up
+	// for the other half, for the bad period.
+	StormFlap
+	// StormBrownout: BrownoutRate of the attempts, at random, get a 503
+	// during the bad period.
+	StormBrownout
+)
+
+// StormConfig sets up a storm: a service that fails for its first Outage
+// (the bad period) as Kind says, then recovers, offered Rate requests per
+// second for Offer.
 type StormConfig struct {
+	Kind   StormKind
 	Policy Policy
 	Rate   int
 	Offer  time.Duration
+	// Outage is the bad period, from the start.
 	Outage time.Duration
+	// FlapPeriod is a flap's down and up time (StormFlap).
+	FlapPeriod time.Duration
+	// BrownoutRate is the share of attempts that fail (StormBrownout).
+	BrownoutRate float64
 	// Window is how long attempts are recorded, from the start (at least
 	// Offer); requests still running at its end are cancelled.
 	Window time.Duration
@@ -72,10 +93,35 @@ func (r StormResult) OutageAttempts(outage time.Duration) int {
 	return n
 }
 
-// Storm runs the retry-storm scenario for lib.
+// fails reports whether the attempt that arrives since after the start, the
+// n-th, gets a 503.
+func (cfg StormConfig) fails(since time.Duration, n uint64) bool {
+	if since >= cfg.Outage {
+		return false
+	}
+	switch cfg.Kind {
+	case StormFlap:
+		return since%cfg.FlapPeriod < cfg.FlapPeriod/2
+	case StormBrownout:
+		return float64(splitmix(n)%1_000_000) < cfg.BrownoutRate*1_000_000
+	}
+	return true
+}
+
+// splitmix is a fixed pseudo-random sequence: the same attempts fail in
+// every library's run.
+func splitmix(n uint64) uint64 {
+	z := n*0x9e3779b97f4a7c15 + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// Storm runs a storm scenario for lib.
 func Storm(ctx context.Context, lib Library, cfg StormConfig) StormResult {
 	buckets := make([]atomic.Int64, int(cfg.Window/cfg.Bucket)+1)
 	var start time.Time
+	var arrived atomic.Uint64
 	begin := make(chan struct{}) // closed once start is set
 	h := func(w http.ResponseWriter, _ *http.Request) {
 		<-begin
@@ -83,7 +129,7 @@ func Storm(ctx context.Context, lib Library, cfg StormConfig) StormResult {
 		if i := int(since / cfg.Bucket); i < len(buckets) {
 			buckets[i].Add(1)
 		}
-		if since < cfg.Outage {
+		if cfg.fails(since, arrived.Add(1)) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}

@@ -26,7 +26,8 @@ type Settings struct {
 	NestedRequestTimeout          time.Duration
 
 	ReuseRequests int
-	Storm         StormConfig
+	// The three storms: an outage, a flapping service, a brownout.
+	Storm, Flap, Brownout StormConfig
 	// StormPause separates the storms, so that one library's connections
 	// have settled before the next starts.
 	StormPause time.Duration
@@ -40,9 +41,9 @@ func DefaultSettings() Settings {
 		Seed:                   1,
 		DefaultsRequests:       100,
 		DefaultsWindow:         25 * time.Second,
-		DefaultsRequestTimeout: 20 * time.Second,
+		DefaultsRequestTimeout: 5 * time.Second,
 		PolicyRequests:         100,
-		PolicyRequestTimeout:   10 * time.Second,
+		PolicyRequestTimeout:   500 * time.Millisecond,
 		Callers:                50,
 		CallerRequests:         10,
 		NestedRequests:         20,
@@ -52,6 +53,16 @@ func DefaultSettings() Settings {
 		Storm: StormConfig{
 			Policy: Defaults, Rate: 200, Offer: 8 * time.Second, Outage: 3 * time.Second,
 			Window: 10 * time.Second, Bucket: 250 * time.Millisecond,
+			RequestTimeout: 5 * time.Second, MaxInFlight: 2000,
+		},
+		Flap: StormConfig{
+			Kind: StormFlap, Policy: Defaults, Rate: 200, Offer: 6 * time.Second, Outage: 4 * time.Second,
+			FlapPeriod: time.Second, Window: 8 * time.Second, Bucket: 250 * time.Millisecond,
+			RequestTimeout: 5 * time.Second, MaxInFlight: 2000,
+		},
+		Brownout: StormConfig{
+			Kind: StormBrownout, Policy: Defaults, Rate: 200, Offer: 6 * time.Second, Outage: 3 * time.Second,
+			BrownoutRate: 0.3, Window: 8 * time.Second, Bucket: 250 * time.Millisecond,
 			RequestTimeout: 5 * time.Second, MaxInFlight: 2000,
 		},
 		StormPause: 2 * time.Second,
@@ -64,11 +75,16 @@ func QuickSettings() Settings {
 	s := DefaultSettings()
 	s.DefaultsRequests, s.DefaultsWindow, s.DefaultsRequestTimeout = 2, time.Second, 500*time.Millisecond
 	s.PolicyRequests, s.Callers, s.CallerRequests = 3, 3, 2
+	s.PolicyRequestTimeout = 300 * time.Millisecond
 	s.NestedRequests, s.NestedCallers = 1, 1
 	s.ReuseRequests = 2
 	s.Storm.Rate, s.Storm.Offer, s.Storm.Outage, s.Storm.Window = 50, 200*time.Millisecond, 100*time.Millisecond, 250*time.Millisecond
 	s.Storm.Bucket = 50 * time.Millisecond
 	s.Storm.RequestTimeout = 200 * time.Millisecond
+	for _, st := range []*StormConfig{&s.Flap, &s.Brownout} {
+		st.Rate, st.Offer, st.Outage, st.Window, st.Bucket = s.Storm.Rate, s.Storm.Offer, s.Storm.Outage, s.Storm.Window, s.Storm.Bucket
+		st.FlapPeriod, st.RequestTimeout = 50*time.Millisecond, s.Storm.RequestTimeout
+	}
 	s.StormPause = time.Millisecond
 	s.Cost = false
 	return s
@@ -90,7 +106,7 @@ type LibResult struct {
 	RASeconds, RADate, RALong RetryAfterResult
 	Replay                    ReplayResult
 	Reuse                     ReuseResult
-	Storm                     StormResult
+	Storm, Flap, Brownout     StormResult
 }
 
 // Results is a whole run.
@@ -163,12 +179,18 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 		wg.Wait()
 	})
 	for i := range rs {
-		if i > 0 && !sleepCtx(ctx, s.StormPause) {
-			break
+		for _, st := range []struct {
+			name string
+			cfg  StormConfig
+			res  *StormResult
+		}{{"retry storm", s.Storm, &rs[i].Storm}, {"flapping", s.Flap, &rs[i].Flap}, {"brownout", s.Brownout, &rs[i].Brownout}} {
+			if !sleepCtx(ctx, s.StormPause) {
+				break
+			}
+			t := time.Now()
+			*st.res = Storm(ctx, rs[i].Library, st.cfg)
+			fmt.Fprintf(log, "%-40s %v\n", st.name+", "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 		}
-		t := time.Now()
-		rs[i].Storm = Storm(ctx, rs[i].Library, s.Storm)
-		fmt.Fprintf(log, "%-40s %v\n", "retry storm, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 	}
 	return Results{Settings: s, Libs: rs, Took: time.Since(start)}
 }

@@ -25,41 +25,82 @@ type Series struct {
 	X, Y []float64
 }
 
-// StormSeries turns the storm results into chart series: attempts per second
-// at the middle of each bucket.
-func StormSeries(res Results) []Series {
+// StormSeries turns one storm's results (of picks) into chart series:
+// attempts per second at the middle of each bucket.
+func StormSeries(res Results, of func(LibResult) StormResult) []Series {
 	out := make([]Series, 0, len(res.Libs))
 	for _, r := range res.Libs {
+		st := of(r)
 		s := Series{Name: r.Library.Name}
-		for i := range r.Storm.Attempts {
-			s.X = append(s.X, (time.Duration(i)*r.Storm.Bucket + r.Storm.Bucket/2).Seconds())
-			s.Y = append(s.Y, r.Storm.PerSecond(i))
+		for i := range st.Attempts {
+			s.X = append(s.X, (time.Duration(i)*st.Bucket + st.Bucket/2).Seconds())
+			s.Y = append(s.Y, st.PerSecond(i))
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// WriteStormSVG draws the storm: attempts per second over time, one line per
-// library, the outage shaded.
+// WriteStormSVG draws the three storms, one panel each: attempts per second
+// over time, one line per library, the bad period shaded.
 func WriteStormSVG(w io.Writer, res Results) error {
-	st := res.Settings.Storm
-	return WriteLineChart(w, LineChart{
-		Title:  fmt.Sprintf("Retry storm: %d requests/s offered, service down for the first %v", st.Rate, st.Outage),
-		XLabel: "time (s)",
-		YLabel: "attempts per second at the service",
-		XMax:   st.Window.Seconds(),
-		Shade:  [2]float64{0, st.Outage.Seconds()},
-		Series: StormSeries(res),
+	s := res.Settings
+	panel := func(st StormConfig, title string, of func(LibResult) StormResult) LineChart {
+		c := LineChart{
+			Title: title, XLabel: "time (s)", YLabel: "attempts per second at the service",
+			XMax: st.Window.Seconds(), ShadeLabel: "outage", Series: StormSeries(res, of),
+		}
+		switch st.Kind {
+		case StormFlap:
+			c.ShadeLabel = "down"
+			for at := time.Duration(0); at < st.Outage; at += st.FlapPeriod {
+				c.Shades = append(c.Shades, [2]float64{at.Seconds(), (at + st.FlapPeriod/2).Seconds()})
+			}
+		case StormBrownout:
+			c.ShadeLabel = "brownout"
+			c.Shades = [][2]float64{{0, st.Outage.Seconds()}}
+		default:
+			c.Shades = [][2]float64{{0, st.Outage.Seconds()}}
+		}
+		return c
+	}
+	return WriteLineCharts(w, []LineChart{
+		panel(s.Storm, fmt.Sprintf("Outage: %d requests/s offered, service down for the first %v", s.Storm.Rate, s.Storm.Outage),
+			func(r LibResult) StormResult { return r.Storm }),
+		panel(s.Flap, fmt.Sprintf("Flapping: %d requests/s, down %v and up %v in turn for %v", s.Flap.Rate,
+			s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage), func(r LibResult) StormResult { return r.Flap }),
+		panel(s.Brownout, fmt.Sprintf("Brownout: %d requests/s, %.0f%% of attempts fail for %v", s.Brownout.Rate,
+			100*s.Brownout.BrownoutRate, s.Brownout.Outage), func(r LibResult) StormResult { return r.Brownout }),
 	})
 }
 
+// WriteLineCharts writes charts one above the other in one SVG document.
+func WriteLineCharts(w io.Writer, charts []LineChart) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		chartW, chartH*len(charts), chartW, chartH*len(charts))
+	for i, c := range charts {
+		var one strings.Builder
+		if err := WriteLineChart(&one, c); err != nil {
+			return err
+		}
+		inner := one.String()
+		inner = inner[strings.Index(inner, "\n")+1 : strings.LastIndex(inner, "</svg>")]
+		fmt.Fprintf(&b, `<g transform="translate(0,%d)">`+"\n%s</g>\n", i*chartH, inner)
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // LineChart describes a chart: x from 0 to XMax, y from 0 to a rounded-up
-// maximum of the data; Shade is an x interval drawn grey ("outage").
+// maximum of the data; Shades are x intervals drawn grey, the first
+// labelled ShadeLabel.
 type LineChart struct {
 	Title, XLabel, YLabel string
 	XMax                  float64
-	Shade                 [2]float64
+	Shades                [][2]float64
+	ShadeLabel            string
 	Series                []Series
 }
 
@@ -86,10 +127,15 @@ func WriteLineChart(w io.Writer, c LineChart) error {
 		chartW, chartH, chartW, chartH)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", chartW, chartH)
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", padLeft, html.EscapeString(c.Title))
-	if c.Shade[1] > c.Shade[0] {
+	for i, sh := range c.Shades {
+		if sh[1] <= sh[0] {
+			continue
+		}
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%.1f" fill="#eeeeee"/>`+"\n",
-			px(c.Shade[0]), padTop, px(c.Shade[1])-px(c.Shade[0]), plotH)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666666">outage</text>`+"\n", px(c.Shade[0])+6, padTop+16)
+			px(sh[0]), padTop, px(sh[1])-px(sh[0]), plotH)
+		if i == 0 {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666666">%s</text>`+"\n", px(sh[0])+6, padTop+16, html.EscapeString(c.ShadeLabel))
+		}
 	}
 	// Grid and y ticks.
 	for y := 0.0; y <= yMax+yStep/2; y += yStep {

@@ -1,0 +1,88 @@
+package retry
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrDependencyDown: the request waited for its dependency to come back
+// (see RideThrough) and its deadline, or the ride-through's MaxWait, came
+// first; or too many requests were waiting already.
+var ErrDependencyDown = errors.New("retry: dependency down")
+
+// Defaults of RideThrough.
+const (
+	// DefaultMaxWait is the longest a request without a deadline waits for
+	// its dependency to come back, or for an earlier copy of it to finish.
+	DefaultMaxWait = 10 * time.Second
+	// DefaultMaxWaiters is the most requests that wait for one dependency;
+	// beyond it a request fails at once with ErrDependencyDown.
+	DefaultMaxWaiters = 10_000
+)
+
+// RideThrough is how requests ride through an outage of their dependency
+// (a host, for a Transport; the Budget, for Do) instead of failing or
+// hammering it. It is on by default.
+//
+// The dependency is taken to be down when its attempts fail several times
+// in a row (5xx, 429, transport failures; never a 4xx), or when the retry
+// budget denies a retry. While it is down, requests to it are not sent: they
+// wait (on their own goroutine, within their own deadline and context),
+// except for a probe now and then: the first after 100 ms, then at doubling
+// intervals up to one a second, each request probing at most once. When an
+// attempt succeeds again, the waiting requests are released earliest
+// deadline first, paced: from the rate at which they arrived, ramping to
+// 1.8 times that over half a second, with jitter, so the recovering
+// dependency is not knocked down again. A request whose deadline comes
+// while it waits ends then, with ErrDependencyDown (and the last error or
+// status it saw); cancelling its context releases it at once.
+//
+// A keyed 409 (an earlier copy of the request still running) is waited out
+// the same way the server asks (Retry-After), without spending the retry
+// budget or the attempt limit: the outcome is coming.
+//
+// Independent failures (a brownout) do not mark a dependency down, and a
+// retry that succeeds earns its budget token back, so they are retried as
+// long as retries keep succeeding.
+type RideThrough struct {
+	// MaxWait bounds the wait of a request that has no deadline (default
+	// DefaultMaxWait).
+	MaxWait time.Duration
+	// MaxWaiters is the most requests waiting for one dependency at once
+	// (default DefaultMaxWaiters).
+	MaxWaiters int
+}
+
+// rideConfig is the resolved RideThrough.
+type rideConfig struct {
+	off        bool
+	maxWait    time.Duration
+	maxWaiters int
+}
+
+func defaultRideConfig() rideConfig {
+	return rideConfig{maxWait: DefaultMaxWait, maxWaiters: DefaultMaxWaiters}
+}
+
+// WithRideThrough sets how requests ride through an outage (see
+// RideThrough); zero fields take the defaults. It is on by default.
+func WithRideThrough(r RideThrough) Option {
+	if r.MaxWait <= 0 {
+		r.MaxWait = DefaultMaxWait
+	}
+	if r.MaxWaiters <= 0 {
+		r.MaxWaiters = DefaultMaxWaiters
+	}
+	return func(c *config) {
+		c.ride = rideConfig{maxWait: r.MaxWait, maxWaiters: r.MaxWaiters}
+	}
+}
+
+// WithoutRideThrough turns riding through outages off: a request whose
+// retry the budget denies fails at once with ErrBudgetDenied (handing back
+// the last response), and requests are sent whatever their dependency's
+// state. Turn it off for callers that must fail fast and do something else
+// (serve a cached value, try another region) rather than wait.
+func WithoutRideThrough() Option {
+	return func(c *config) { c.ride.off = true }
+}

@@ -1,0 +1,408 @@
+package retry_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// flaky is a base whose answers depend on time: fail says, for an
+// attempt's arrival since start, whether it gets a 503. It counts the
+// attempts in buckets of 250 ms.
+type flaky struct {
+	start   time.Time
+	fail    func(since time.Duration, n int64) bool
+	n       atomic.Int64
+	mu      sync.Mutex
+	buckets map[int]int
+}
+
+func newFlaky(fail func(since time.Duration, n int64) bool) *flaky {
+	return &flaky{start: time.Now(), fail: fail, buckets: map[int]int{}}
+}
+
+func (f *flaky) RoundTrip(r *http.Request) (*http.Response, error) {
+	since := time.Since(f.start)
+	n := f.n.Add(1)
+	f.mu.Lock()
+	f.buckets[int(since/(250*time.Millisecond))]++
+	f.mu.Unlock()
+	code := 200
+	if f.fail(since, n) {
+		code = 503
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("x")), Request: r}, nil
+}
+
+// attemptsIn counts the attempts that arrived in [from, to).
+func (f *flaky) attemptsIn(from, to time.Duration) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for b, c := range f.buckets {
+		if at := time.Duration(b) * 250 * time.Millisecond; at >= from && at < to {
+			n += c
+		}
+	}
+	return n
+}
+
+// peak is the largest number of attempts per second in one bucket.
+func (f *flaky) peak() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := 0
+	for _, c := range f.buckets {
+		p = max(p, c)
+	}
+	return float64(p) * 4
+}
+
+// offer sends rate GET requests a second for d through client, each with
+// its own deadline, and returns how many succeeded.
+func offer(t *testing.T, client *http.Client, rate int, d, deadline time.Duration) (sent, ok int) {
+	var wg sync.WaitGroup
+	var succeeded atomic.Int64
+	total := int(d.Seconds() * float64(rate))
+	start := time.Now()
+	for i := range total {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://dep.test/", nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				succeeded.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return total, int(succeeded.Load())
+}
+
+// The storm of the bench module, in fake time: 200 requests/s for 8 s, the
+// first 3 s of them against a dependency that answers 503, 5 s deadlines.
+func TestRideThroughAStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newFlaky(func(since time.Duration, _ int64) bool { return since < 3*time.Second })
+		tr := retry.NewTransport(base)
+		sent, ok := offer(t, &http.Client{Transport: tr}, 200, 8*time.Second, 5*time.Second)
+		attempts := base.n.Load()
+		during := base.attemptsIn(0, 3*time.Second)
+		t.Logf("succeeded %d of %d; attempts per request %.3f, during the outage %.3f; peak %.0f/s; %+v",
+			ok, sent, float64(attempts)/float64(sent), float64(during)/600, base.peak(), tr.Dependencies())
+		assert.GreaterOrEqual(t, ok, 1590)
+		assert.LessOrEqual(t, float64(attempts)/float64(sent), 1.05)
+		assert.LessOrEqual(t, float64(during)/600, 1.0)
+		assert.LessOrEqual(t, base.peak(), 400.0)
+	})
+}
+
+// A flapping dependency: down 500 ms, up 500 ms, for 4 s.
+func TestRideThroughAFlappingDependency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newFlaky(func(since time.Duration, _ int64) bool {
+			return since < 4*time.Second && since%time.Second < 500*time.Millisecond
+		})
+		tr := retry.NewTransport(base)
+		sent, ok := offer(t, &http.Client{Transport: tr}, 200, 6*time.Second, 5*time.Second)
+		bad := base.attemptsIn(0, 4*time.Second)
+		t.Logf("succeeded %d of %d; attempts per request over the bad period %.3f; peak %.0f/s; %+v",
+			ok, sent, float64(bad)/800, base.peak(), tr.Dependencies())
+		assert.GreaterOrEqual(t, float64(ok)/float64(sent), 0.99)
+		assert.LessOrEqual(t, float64(bad)/800, 1.05)
+	})
+}
+
+// A brownout: 30% of the attempts fail, independently, for 3 s. Retries
+// that succeed are not rationed like retries into a dead dependency.
+func TestRideThroughABrownout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newFlaky(func(since time.Duration, n int64) bool {
+			return since < 3*time.Second && brownout(n)
+		})
+		tr := retry.NewTransport(base)
+		sent, ok := offer(t, &http.Client{Transport: tr}, 200, 8*time.Second, 5*time.Second)
+		bad := base.attemptsIn(0, 3*time.Second)
+		t.Logf("succeeded %d of %d; attempts per request over the bad period %.3f; %+v; budget %v",
+			ok, sent, float64(bad)/600, tr.Dependencies(), tr.Budget().Stats())
+		assert.GreaterOrEqual(t, float64(ok)/float64(sent), 0.995)
+		assert.LessOrEqual(t, float64(bad)/600, 1.45)
+		assert.Zero(t, tr.Dependencies()[0].Waited, "a brownout is not an outage: nobody waited")
+	})
+}
+
+// brownout fails 30% of attempts, by a fixed pseudo-random sequence.
+func brownout(n int64) bool {
+	x := uint64(n) * 0x9e3779b97f4a7c15
+	x ^= x >> 29
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 32
+	return x%100 < 30
+}
+
+// Healthy traffic with 5% random failures never waits.
+func TestRideThroughLeavesHealthyTrafficAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newFlaky(func(_ time.Duration, n int64) bool { return brownout(n) && n%6 == 0 })
+		tr := retry.NewTransport(base)
+		sent, ok := offer(t, &http.Client{Transport: tr}, 200, 5*time.Second, 5*time.Second)
+		st := tr.Dependencies()[0]
+		t.Logf("succeeded %d of %d; attempts %d; %+v", ok, sent, base.n.Load(), st)
+		assert.Equal(t, sent, ok)
+		assert.Zero(t, st.Waited)
+		assert.Zero(t, st.Outages)
+	})
+}
+
+// In a total outage, every request ends at its own deadline with
+// ErrDependencyDown, and attempts stay near one per request.
+func TestRideThroughATotalOutage(t *testing.T) {
+	for _, callers := range []int{1, 50} {
+		t.Run(fmt.Sprintf("%d callers", callers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := newFlaky(func(time.Duration, int64) bool { return true })
+				client := &http.Client{Transport: retry.NewTransport(base)}
+				const requests = 2000
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range callers {
+					wg.Go(func() {
+						for next.Add(1) <= requests {
+							start := time.Now()
+							ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+							req, _ := http.NewRequestWithContext(ctx, "GET", "http://dep.test/", nil)
+							resp, err := client.Do(req)
+							cancel()
+							if err == nil {
+								resp.Body.Close() // one of the first, before the outage was known
+								continue
+							}
+							assert.ErrorIs(t, err, retry.ErrDependencyDown)
+							assert.Equal(t, 50*time.Millisecond, time.Since(start), "it ended at its deadline")
+						}
+					})
+				}
+				wg.Wait()
+				perRequest := float64(base.n.Load()) / requests
+				t.Logf("attempts per request %.3f", perRequest)
+				assert.LessOrEqual(t, perRequest, 1.10)
+			})
+		})
+	}
+}
+
+// downHost sends requests to url, which always fails, until tr takes its
+// host as down.
+func downHost(t *testing.T, tr *retry.Transport, url string) {
+	t.Helper()
+	client := &http.Client{Transport: tr}
+	for range 20 {
+		for _, st := range tr.Dependencies() {
+			if st.State == "down" {
+				return
+			}
+		}
+		resp, err := client.Do(mustRequest(context.Background(), url))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	t.Fatal("the host was never taken as down")
+}
+
+func mustRequest(ctx context.Context, url string) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		panic(err)
+	}
+	return req
+}
+
+// A waiting request whose context is cancelled is released at once; one
+// without a deadline waits at most MaxWait; past MaxWaiters a request
+// fails at once; and another host is not held back.
+func TestRideThroughWaitsAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			code := 503
+			if r.URL.Host == "ok.test" {
+				code = 200
+			}
+			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		})
+		tr := retry.NewTransport(base, retry.WithRideThrough(retry.RideThrough{MaxWait: 3 * time.Second, MaxWaiters: 2}),
+			retry.WithBackoff(retry.Constant(0)))
+		client := &http.Client{Transport: tr}
+		downHost(t, tr, "http://down.test/")
+		require.Equal(t, "down", tr.Dependencies()[0].State)
+
+		// Cancelled while waiting: released at once.
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			_, err := client.Do(mustRequest(ctx, "http://down.test/"))
+			done <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		cancel()
+		err := <-done
+		assert.ErrorIs(t, err, retry.ErrCancelled)
+		assert.Zero(t, time.Since(start))
+
+		// No deadline: MaxWait.
+		start = time.Now()
+		_, err = client.Do(mustRequest(context.Background(), "http://down.test/"))
+		assert.ErrorIs(t, err, retry.ErrDependencyDown)
+		assert.LessOrEqual(t, time.Since(start), 3*time.Second+10*time.Millisecond, "MaxWait, to 10 ms")
+		assert.GreaterOrEqual(t, time.Since(start), 3*time.Second, "it waited MaxWait")
+
+		// Past MaxWaiters: at once.
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { client.Do(mustRequest(context.Background(), "http://down.test/")) })
+		}
+		synctest.Wait()
+		start = time.Now()
+		_, err = client.Do(mustRequest(context.Background(), "http://down.test/"))
+		assert.ErrorIs(t, err, retry.ErrDependencyDown)
+		assert.Zero(t, time.Since(start), "failed at once")
+
+		// Another host goes at once.
+		resp, err := client.Do(mustRequest(context.Background(), "http://ok.test/"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Zero(t, time.Since(start))
+		wg.Wait()
+		for _, st := range tr.Dependencies() {
+			if st.Name == "down.test" {
+				assert.Positive(t, st.Rejected)
+				assert.Positive(t, st.Abandoned)
+				assert.Positive(t, st.Expired)
+			}
+		}
+	})
+}
+
+// Copies of one keyed request sent together (as a flaky network makes
+// them) wait for the first copy's outcome: the server's 409 "in progress"
+// is neither a retry the budget pays for nor one the attempt limit counts.
+func TestDuplicatesWaitForTheFirstCopyWithoutSpendingTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var executed atomic.Int32
+		handler := idempotency.Middleware(idempotency.NewRunner(nil), idempotency.SingleTenant)(
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				executed.Add(1)
+				idempotency.MarkStarted(r.Context())
+				time.Sleep(5 * time.Second) // a slow first copy
+				w.WriteHeader(http.StatusCreated)
+				w.Write([]byte("charged once"))
+			}))
+		for name, base := range bases(t, handler.ServeHTTP) {
+			executed.Store(0)
+			budget := retry.NewBudget(0.1, 0, retry.WithBudgetCapacity(1))
+			client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget))}
+			var wg sync.WaitGroup
+			bodies := make([]string, 3)
+			for i := range bodies {
+				wg.Go(func() {
+					req, _ := http.NewRequest("POST", "http://pipe.test/charges", strings.NewReader("amount=10"))
+					req.Header.Set("Idempotency-Key", `"order-`+name+`"`)
+					resp, err := client.Do(req)
+					if !assert.NoError(t, err, name) {
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					bodies[i] = fmt.Sprintf("%d %s", resp.StatusCode, b)
+				})
+				if i == 0 {
+					synctest.Wait() // the first copy is running
+				}
+			}
+			wg.Wait()
+			assert.Equal(t, []string{"201 charged once", "201 charged once", "201 charged once"}, bodies, name)
+			assert.Equal(t, int32(1), executed.Load(), name)
+			assert.Zero(t, budget.Stats().RetriesAllowed+budget.Stats().RetriesDenied, "no retry was charged")
+		}
+	})
+}
+
+// Do rides through an outage of the dependency its Budget stands for.
+func TestDoRidesThroughAnOutageOfItsBudgetsDependency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := retry.DefaultBudget()
+		start := time.Now()
+		var calls atomic.Int64
+		op := func(context.Context) error {
+			calls.Add(1)
+			if time.Since(start) < 2*time.Second {
+				return errFlaky
+			}
+			return nil
+		}
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for i := range 400 { // 100 a second for 4 s
+			time.Sleep(time.Until(start.Add(time.Duration(i) * 10 * time.Millisecond)))
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := retry.Do(ctx, op, retry.WithBudget(budget)); err != nil {
+					t.Log(err)
+					failed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		st := budget.DependencyStats()
+		t.Logf("calls %d for 400 operations; %+v", calls.Load(), st)
+		assert.Zero(t, failed.Load(), "every operation outlived the outage and succeeded")
+		assert.LessOrEqual(t, float64(calls.Load())/400, 1.10)
+		assert.Positive(t, st.Waited)
+	})
+}
+
+// A request that gives up after waiting for its dependency tells its
+// callers not to retry.
+func TestWaitingInVainIsAGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		})
+		tr := retry.NewTransport(base)
+		client := &http.Client{Transport: tr}
+		downHost(t, tr, "http://dep.test/")
+		handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			defer cancel()
+			_, err := client.Do(mustRequest(ctx, "http://dep.test/"))
+			assert.ErrorIs(t, err, retry.ErrDependencyDown, "it waited in vain")
+			w.WriteHeader(http.StatusBadGateway)
+		}))
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		assert.Equal(t, "dependency-down", rec.Header().Get(retry.PushbackHeader))
+	})
+}
