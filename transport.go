@@ -29,7 +29,11 @@ import (
 //   - A Retry-Pushback header on a response means the server's own retries
 //     gave up: it is not retried (see PushbackHeader).
 //   - Every retry is charged to a retry budget (by default one DefaultBudget
-//     per Transport), so an outage is not amplified.
+//     per Transport), so an outage is not amplified; the retries that led to
+//     a success get their tokens back.
+//   - A host that keeps failing is taken as down, and requests to it wait
+//     for it to come back, within their deadlines, instead of failing or
+//     hammering it: see RideThrough.
 //   - Inside another retry loop (found through the request's context), a
 //     Transport makes a single attempt.
 //   - No attempt waits for its response forever: without a deadline or an

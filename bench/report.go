@@ -94,6 +94,9 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	row(fmt.Sprintf("retry storm: attempts per request offered during the %v outage", st.Outage), func(r LibResult) string {
 		return perRequest(float64(r.Storm.OutageAttempts(st.Outage)) / offeredInOutage)
 	})
+	row("retry storm: attempts per request over the whole run", func(r LibResult) string {
+		return perRequest(float64(r.Storm.Total()) / float64(max(r.Storm.Requests, 1)))
+	})
 	row(fmt.Sprintf("retry storm: peak attempts/s (offered %d/s)", st.Rate), func(r LibResult) string {
 		return fmt.Sprintf("%.0f", r.Storm.Peak())
 	})
