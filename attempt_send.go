@@ -27,6 +27,7 @@ func (rt *roundTrip) attempt(n int) outcome {
 	}
 	req := rt.prepare(n)
 	resp, err := rt.send(req)
+	rt.c.trace.attemptEnd(req.Context(), n, resp, err)
 	return rt.judge(resp, err, 1)
 }
 
@@ -38,7 +39,7 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 	if n == 1 {
 		rt.origSent = true // the base closes the caller's body from now on
 	}
-	ctx := rt.attemptContext()
+	ctx := rt.c.trace.attemptStart(rt.attemptContext(), n, false, rt.orig)
 	orig := rt.orig
 	if ctx == rt.parent && rt.key == "" && body == orig.Body {
 		rt.out = nil

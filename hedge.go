@@ -26,7 +26,7 @@ func (rt *roundTrip) hedgeable() bool {
 // after the hedge delay and the budget allows, a second; the first good
 // response wins.
 func (rt *roundTrip) hedgedAttempt(n int) outcome {
-	resp, err, legs := rt.hedged(rt.attemptContext())
+	resp, err, legs := rt.hedged(rt.attemptContext(), n)
 	resp, err = rt.settle(resp, err)
 	return rt.judge(resp, err, legs)
 }
@@ -36,18 +36,19 @@ func (rt *roundTrip) hedgedAttempt(n int) outcome {
 // copy of the caller's request with a body of its own, so the losing send,
 // cancelled and drained after RoundTrip returned, shares nothing with the
 // caller, who may reuse the request by then.
-func (rt *roundTrip) hedged(ctx context.Context) (*http.Response, error, int) {
+func (rt *roundTrip) hedged(ctx context.Context, n int) (*http.Response, error, int) {
 	results := make(chan leg, 2)
 	var cancels [2]context.CancelFunc
 	launch := func(i int) error {
 		lctx, cancel := context.WithCancel(ctx)
+		lctx = rt.c.trace.attemptStart(lctx, n+i, i == 1, rt.orig)
 		req, err := rt.legRequest(lctx)
 		if err != nil {
 			cancel()
 			return err
 		}
 		cancels[i] = cancel
-		go sendLeg(rt.t.base, req, rt.estimate, rt.c.clock, i, cancel, results)
+		go sendLeg(rt.t.base, req, rt.estimate, rt.c.clock, rt.c.trace, n+i, i, cancel, results)
 		return nil
 	}
 	if err := launch(0); err != nil {
@@ -62,10 +63,12 @@ func (rt *roundTrip) hedged(ctx context.Context) (*http.Response, error, int) {
 	if rt.good(first) {
 		cancels[1-first.index]() // the slower send stops now
 		go discardLeg(results, drainLimit, clk)
+		rt.c.trace.hedged(rt.ctx, first.index == 1)
 		return rt.keep(first), nil, 2
 	}
 	discardLegResult(first, drainLimit, clk)
 	second := <-results
+	rt.c.trace.hedged(rt.ctx, second.index == 1 && rt.good(second))
 	return rt.keep(second), second.err, 2
 }
 
@@ -108,9 +111,12 @@ func (rt *roundTrip) legRequest(ctx context.Context) (*http.Request, error) {
 	return req, nil
 }
 
-// sendLeg makes one send of a hedged attempt and reports it on results.
-func sendLeg(base http.RoundTripper, req *http.Request, est *latencyEstimate, clk clock.Clock, i int, cancel context.CancelFunc, results chan<- leg) {
+// sendLeg makes leg i, attempt n, of a hedged attempt and reports it on
+// results.
+func sendLeg(base http.RoundTripper, req *http.Request, est *latencyEstimate, clk clock.Clock, tr *Trace,
+	n, i int, cancel context.CancelFunc, results chan<- leg) {
 	resp, err := sendTimed(base, req, est, clk)
+	tr.attemptEnd(req.Context(), n, resp, err)
 	results <- leg{resp: resp, err: err, cancel: cancel, index: i}
 }
 

@@ -45,14 +45,6 @@ type loop struct {
 	ctx      context.Context // carries the total deadline
 	deadline time.Time       // the total deadline; zero: none
 	gate     *dependency     // holds attempts back while the dependency is down; nil: never
-	attempt  func(n int) outcome
-	// ready, if not nil, says whether another attempt can be made (its
-	// body can be had again), before the budget is asked for it.
-	ready func() bool
-	// discard, if not nil, is called when a retry has been decided, before
-	// the wait, to release what the failed attempt holds; it may take part
-	// of the wait and returns what is left of it.
-	discard func(wait time.Duration) time.Duration
 
 	sent    int           // requests sent, hedges included
 	tries   int           // of those, the ones the attempt limit counts
@@ -62,6 +54,7 @@ type loop struct {
 	// waitBound ends the waits of a request without a deadline: MaxWait
 	// after its first.
 	waitBound time.Time
+	waitCause string    // why the next wait is as long as it is, for the trace
 	waitFrom  time.Time // when waiting for an earlier copy began
 	start     time.Time // for hooks: when the first attempt began
 	observed  bool      // hooks or a logger are set
@@ -69,25 +62,32 @@ type loop struct {
 
 // run calls attempt (numbered from 1) until it succeeds or the policy stops,
 // and returns the number of attempts, the last outcome and the reason for
-// stopping (nil on success). gate may be nil.
+// stopping (nil on success). gate may be nil. ready, if not nil, says
+// whether another attempt can be made (its body can be had again), before
+// the budget is asked for it. discard, if not nil, is called when a retry
+// has been decided, before the wait, to release what the failed attempt
+// holds; it may take part of the wait and returns what is left of it.
+//
+// The funcs are parameters, never kept in the loop's state: a Transport's
+// round trip then stays on its goroutine's stack.
 func (c *config) run(ctx context.Context, deadline time.Time, gate *dependency, attempt func(n int) outcome,
 	ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
-	l := loop{c: c, ctx: ctx, deadline: deadline, gate: gate, attempt: attempt, ready: ready, discard: discard}
-	if l.observed = c.onAttempt != nil || c.onRetry != nil || c.logger != nil; l.observed {
+	l := loop{c: c, ctx: ctx, deadline: deadline, gate: gate}
+	if l.observed = c.onAttempt != nil || c.onRetry != nil || c.logger != nil || c.trace != nil; l.observed {
 		l.start = c.clock.Now()
 	}
-	return l.run()
+	return l.run(attempt, ready, discard)
 }
 
-func (l *loop) run() (int, outcome, error) {
+func (l *loop) run(attempt func(n int) outcome, ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
 	var last outcome
 	for {
-		probe, err := l.gate.admit(l.ctx, l.deadline, l.probed, &l.waitBound)
+		probe, err := l.admit()
 		if err != nil {
 			return l.sent, last, err
 		}
 		l.probed = l.probed || probe
-		o := l.attempt(l.sent + 1)
+		o := attempt(l.sent + 1)
 		l.sent += 1 + o.hedges
 		if !o.pending && !probe { // a wait for an earlier copy, or a probe, is no attempt of the request's
 			l.tries += 1 + o.hedges
@@ -98,18 +98,35 @@ func (l *loop) run() (int, outcome, error) {
 			l.succeeded(o)
 			return l.sent, o, nil
 		}
-		wait, reason := l.decide(o)
+		wait, reason := l.decide(o, ready)
 		l.report(o, wait, reason)
 		if reason != nil {
 			return l.sent, o, reason
 		}
-		if l.discard != nil {
-			wait = l.discard(wait)
+		planned := wait
+		if discard != nil {
+			wait = discard(wait)
 		}
 		if !sleep(l.ctx, l.c.clock, wait) {
 			return l.sent, o, contextReason(l.ctx)
 		}
+		l.c.trace.wait(l.ctx, planned, l.waitCause)
 	}
+}
+
+// admit asks the gate, if any, to let the next attempt go, and tells the
+// trace how long it waited for the dependency.
+func (l *loop) admit() (bool, error) {
+	if l.gate == nil {
+		return false, nil
+	}
+	if l.c.trace == nil || l.gate.state.Load() == depUp {
+		return l.gate.admit(l.ctx, l.deadline, l.probed, &l.waitBound)
+	}
+	start := l.c.clock.Now()
+	probe, err := l.gate.admit(l.ctx, l.deadline, l.probed, &l.waitBound)
+	l.c.trace.wait(l.ctx, l.c.clock.Since(start), "dependency")
+	return probe, err
 }
 
 // succeeded records a success: it earns for the budget, and the retries
@@ -140,7 +157,7 @@ func (l *loop) report(o outcome, wait time.Duration, reason error) {
 // decide returns the wait before the next attempt, or why there is none.
 // The checks run cheapest and most final first; the budget is asked last,
 // so no token is spent on a retry that would not happen anyway.
-func (l *loop) decide(o outcome) (time.Duration, error) {
+func (l *loop) decide(o outcome, ready func() bool) (time.Duration, error) {
 	c := l.c
 	switch {
 	case l.ctx.Err() != nil:
@@ -150,7 +167,7 @@ func (l *loop) decide(o outcome) (time.Duration, error) {
 	case !o.retry:
 		return 0, ErrPermanent
 	case o.pending:
-		return l.decidePending(o)
+		return l.decidePending(o, ready)
 	case l.tries >= c.maxAttempts:
 		return 0, ErrAttemptsExhausted
 	}
@@ -159,10 +176,11 @@ func (l *loop) decide(o outcome) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if l.ready != nil && !l.ready() {
+	if ready != nil && !ready() {
 		return 0, ErrBodyNotReplayable
 	}
 	if c.budget != nil && !c.budget.AllowRetry(c.clock.Now()) {
+		c.trace.budgetDenied(l.ctx)
 		if l.gate == nil {
 			return 0, ErrBudgetDenied
 		}
@@ -181,7 +199,7 @@ func (l *loop) decide(o outcome) (time.Duration, error) {
 // of the request is still running: waiting for its outcome is neither a
 // retry the budget pays for nor one the attempt limit counts; without a
 // deadline it lasts at most the ride-through's MaxWait.
-func (l *loop) decidePending(o outcome) (time.Duration, error) {
+func (l *loop) decidePending(o outcome, ready func() bool) (time.Duration, error) {
 	now := l.c.clock.Now()
 	if l.waitFrom.IsZero() {
 		l.waitFrom = now
@@ -190,7 +208,7 @@ func (l *loop) decidePending(o outcome) (time.Duration, error) {
 		return 0, ErrAttemptsExhausted
 	}
 	wait, err := l.backoff(o)
-	if err == nil && l.ready != nil && !l.ready() {
+	if err == nil && ready != nil && !ready() {
 		return 0, ErrBodyNotReplayable
 	}
 	return wait, err
@@ -201,11 +219,14 @@ func (l *loop) decidePending(o outcome) (time.Duration, error) {
 func (l *loop) backoff(o outcome) (time.Duration, error) {
 	c := l.c
 	wait := max(c.backoff.Delay(max(l.tries, 1), l.prev, c.random()), 0)
+	l.waitCause = "backoff"
 	if o.hasFloor {
 		if c.maxRetryAfter <= 0 || o.floor > c.maxRetryAfter {
 			return 0, ErrRetryAfterTooLong
 		}
-		wait = max(wait, o.floor)
+		if o.floor >= wait {
+			wait, l.waitCause = o.floor, "retry-after"
+		}
 	}
 	if waitEndsPastDeadline(c.clock.Now(), wait, l.deadline) {
 		return 0, ErrDeadline
@@ -224,6 +245,7 @@ func contextReason(ctx context.Context) error {
 
 // observe reports a finished attempt to the hooks and the logger.
 func (c *config) observe(ctx context.Context, a Attempt) {
+	c.trace.decided(ctx, a)
 	if c.onAttempt != nil {
 		c.onAttempt(a)
 	}

@@ -41,6 +41,7 @@ type config struct {
 	http           httpConfig
 	adaptive       adaptiveConfig
 	ride           rideConfig
+	trace          *Trace
 }
 
 // retryBudget is the hook point where the loop asks a retry budget before

@@ -47,7 +47,7 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
 	defer cancel() // also when op panics: no timer outlives the call
 	lc := markLoop(ctx)
-	ctx = lc
+	ctx = c.trace.start(lc, nil)
 	var gate *dependency
 	if c.budget != nil && !c.ride.off {
 		gate = c.budget.dependency(c.clock, c.ride)
@@ -56,18 +56,21 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 		if n > 1 {
 			lc.keys.newAttempt()
 		}
-		return c.classifyErr(c.attempt(ctx, deadline, op))
+		return c.classifyErr(c.tracedAttempt(ctx, deadline, n, op))
 	}, nil, nil)
-	if reason == nil {
-		fillReport(ctx, n, nil, last)
-		return nil
+	var err error
+	if reason != nil {
+		last.err = unmark(last.err)
+		err = newError(ctx, n, reason, last.err)
+		if isGiveUp(reason) {
+			noteGiveUp(ctx, reason)
+		}
 	}
-	last.err = unmark(last.err)
 	fillReport(ctx, n, reason, last)
-	if isGiveUp(reason) {
-		noteGiveUp(ctx, reason)
+	if c.trace != nil {
+		c.trace.end(ctx, Report{Attempts: n, Reason: reason, Err: last.err})
 	}
-	return newError(ctx, n, reason, last.err)
+	return err
 }
 
 // DoValue is Do for an operation that returns a value: it returns the value
@@ -95,6 +98,17 @@ func (c *config) once(ctx context.Context, op func(context.Context) error) error
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
 	defer cancel()
 	return c.attempt(ctx, deadline, op)
+}
+
+// tracedAttempt is attempt n, told to the trace when there is one.
+func (c *config) tracedAttempt(ctx context.Context, deadline time.Time, n int, op func(context.Context) error) error {
+	if c.trace == nil {
+		return c.attempt(ctx, deadline, op)
+	}
+	actx := c.trace.attemptStart(ctx, n, false, nil)
+	err := c.attempt(actx, deadline, op)
+	c.trace.attemptEnd(actx, n, nil, err)
+	return err
 }
 
 // attempt calls op once under the attempt timeout. The attempt's timer ends

@@ -79,6 +79,7 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 	rt.deadline = c.deadline(rt.parent)
 	rt.ctx, rt.cancelLoop = withTotalDeadline(rt.parent, c.clock, rt.deadline)
 	rt.ownsLoop = rt.ctx != rt.parent
+	rt.ctx = c.trace.start(rt.ctx, req)
 }
 
 // applyPolicy gives the request the policy its context asks for: its own
@@ -135,6 +136,10 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 		if isGiveUp(reason) {
 			noteGiveUp(rt.parent, reason)
 		}
+	}
+	if rt.c.trace != nil {
+		rt.c.trace.end(rt.ctx, Report{Attempts: n, Reason: reason, StatusCode: last.status, Err: last.err,
+			IdempotencyKey: rt.reportedKey()})
 	}
 	if rt.resp != nil {
 		return rt.handBack(), nil
