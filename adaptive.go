@@ -4,15 +4,6 @@ import (
 	"time"
 )
 
-// DefaultAttemptTimeout bounds the wait for a response when nothing else
-// does (no deadline, no WithAttemptTimeout or WithAdaptiveTimeout, and a
-// base that is not an *http.Transport with a ResponseHeaderTimeout): no
-// attempt of a Transport is ever unbounded. It covers the wait for the
-// response's headers, not the reading of its body, and it is a timer per
-// attempt. An attempt it cuts off ends in an *AttemptTimeoutError, like any
-// other attempt timeout of the Transport.
-const DefaultAttemptTimeout = 30 * time.Second
-
 // AdaptiveTimeout sets each attempt's timeout from the latency the
 // Transport measured for the same host: Multiplier x the Quantile of recent
 // attempt latencies (time to the response's headers), clamped to
@@ -91,12 +82,12 @@ func WithAdaptiveTimeout(a AdaptiveTimeout) Option {
 	if a.MinSamples <= 0 {
 		a.MinSamples = 50
 	}
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		c.adaptive.timeout = true
 		c.adaptive.quantile, c.adaptive.multiplier = a.Quantile, a.Multiplier
 		c.adaptive.floor, c.adaptive.ceiling, c.adaptive.initial = a.Floor, a.Ceiling, a.Initial
 		c.adaptive.minSamples = uint64(a.MinSamples)
-	}
+	})
 }
 
 // WithHedging turns on hedged requests (see Hedging). Off by default: a
@@ -108,10 +99,10 @@ func WithHedging(h Hedging) Option {
 	if h.MinDelay <= 0 {
 		h.MinDelay = 10 * time.Millisecond
 	}
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		c.adaptive.hedge = true
 		c.adaptive.hedgeQuantile, c.adaptive.hedgeMinDelay = h.Quantile, h.MinDelay
-	}
+	})
 }
 
 // measures reports whether the Transport keeps latency estimates.

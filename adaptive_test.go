@@ -36,7 +36,7 @@ func TestAdaptiveTimeoutAbandonsAHangingAttemptNearTheLearnedTimeout(t *testing.
 	warming := true
 	abandoned := make(chan retry.Attempt, 1)
 	client, _ := newClient(t, retry.WithClock(clk), retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{Floor: time.Millisecond}),
-		retry.WithOnAttempt(func(a retry.Attempt) {
+		onAttempt(func(a retry.Attempt) {
 			if !warming && a.Number == 1 {
 				abandoned <- a
 			}
@@ -112,7 +112,7 @@ func TestHedgedGetReturnsTheFasterAnswerAndCancelsTheSlowOne(t *testing.T) {
 	budget := retry.DefaultBudget()
 	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithHedging(retry.Hedging{}), retry.WithBudget(budget))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, "fast", readAll(t, resp))
@@ -134,7 +134,7 @@ func TestPostWithoutKeyIsNeverHedged(t *testing.T) {
 		w.Write([]byte("done"))
 	}))
 	defer srv.Close()
-	client, _ := newClient(t, retry.WithClock(clk), retry.WithHedging(retry.Hedging{}), retry.WithoutIdempotencyKeys())
+	client, _ := newClient(t, retry.WithClock(clk), retry.WithHedging(retry.Hedging{}), retry.WithoutKeys())
 	done := make(chan *http.Response)
 	go func() {
 		resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("charge"))
@@ -158,7 +158,7 @@ func TestHedgesAndRetriesStayWithinTheBudgetDuringAnOutage(t *testing.T) {
 	budget := retry.DefaultBudget()
 	client, tr := newClient(t, retry.WithBudget(budget), retry.WithAttemptTimeout(10*time.Millisecond),
 		retry.WithHedging(retry.Hedging{MinDelay: 2 * time.Millisecond}), retry.WithBackoff(retry.Constant(0)),
-		retry.WithoutRideThrough())
+		noRideThrough)
 	start := time.Now()
 	const requests = 40
 	for range requests {
@@ -176,7 +176,7 @@ func TestHedgesAndRetriesStayWithinTheBudgetDuringAnOutage(t *testing.T) {
 func TestRequestMarkedNoRetryIsSentOnce(t *testing.T) {
 	srv := newScriptServer(t, 503, 200)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
-	req, _ := http.NewRequestWithContext(retry.NoRetry(context.Background()), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithoutRetries()), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -186,8 +186,8 @@ func TestRequestMarkedNoRetryIsSentOnce(t *testing.T) {
 
 func TestRequestMarkedIdempotentIsRetriedWithoutKey(t *testing.T) {
 	srv := newScriptServer(t, 503, 200)
-	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutIdempotencyKeys())
-	req, _ := http.NewRequestWithContext(retry.Idempotent(context.Background()), "POST", srv.URL, strings.NewReader("query"))
+	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutKeys())
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithIdempotent()), "POST", srv.URL, strings.NewReader("query"))
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -201,7 +201,7 @@ func TestRequestMarkedIdempotentIsRetriedWithoutKey(t *testing.T) {
 func TestRequestOptionsOverrideTheTransportsPolicy(t *testing.T) {
 	srv := newScriptServer(t, 503)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
-	ctx := retry.WithRequestOptions(context.Background(), retry.WithMaxAttempts(2))
+	ctx := retry.NewContext(context.Background(), retry.WithMaxAttempts(2))
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)

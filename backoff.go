@@ -27,17 +27,6 @@ func (f BackoffFunc) Delay(retry int, prev time.Duration, u float64) time.Durati
 
 var _ Backoff = BackoffFunc(nil)
 
-// Defaults for the exponential strategies. With the default of 4 attempts the
-// waits are at most 100, 200 and 400 ms (0.7 s in all, 0.35 s on average with
-// full jitter): long enough to spread a burst of clients over a few hundred
-// milliseconds, short enough that a request that meets a blip still finishes
-// well within a typical 1-2 s client deadline. The cap only matters with more
-// attempts, and keeps any single wait under 10 s.
-const (
-	DefaultBackoffBase = 100 * time.Millisecond
-	DefaultBackoffCap  = 10 * time.Second
-)
-
 // minBase is the smallest base accepted; smaller or zero bases are raised to it.
 const minBase = time.Millisecond
 

@@ -142,7 +142,7 @@ func TestEveryBaseMakesOneAttemptInsideDo(t *testing.T) {
 func TestEveryBaseKeepsTheBudgetBoundInAnOutage(t *testing.T) {
 	eachBase(t, []int{503}, func(t *testing.T, base http.RoundTripper, s *scripted) {
 		budget := retry.DefaultBudget()
-		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget), retry.WithoutRideThrough())}
+		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget), noRideThrough)}
 		start := time.Now()
 		const requests = 200
 		for range requests {

@@ -3,7 +3,6 @@ package retry
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -11,12 +10,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 )
-
-// ErrBodyNotReplayable: the request's body cannot be sent again (it has no
-// GetBody and was larger than the buffer limit, or the base transport did
-// not read it to its end, or GetBody failed), so the request is not
-// retried: the last response (or error) is handed back as it is.
-var ErrBodyNotReplayable = errors.New("retry: request body cannot be replayed")
 
 // bodySource gives every attempt of one request its body.
 type bodySource struct {

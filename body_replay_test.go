@@ -34,7 +34,7 @@ func TestBodyThatCannotBeReplayedHandsBackTheLastResponseIntact(t *testing.T) {
 	tr := retry.NewTransport(base, retry.WithClock(newAutoClock()))
 	var rep retry.Report
 	body := io.MultiReader(strings.NewReader(strings.Repeat("x", 100))) // no GetBody
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", body)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", "http://mem.test/", body)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
@@ -63,7 +63,7 @@ func TestBodyThatCannotBeReplayedWhenGetBodyFails(t *testing.T) {
 	srv := newScriptServer(t, 503, 200)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "PUT", srv.URL, strings.NewReader("x"))
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "PUT", srv.URL, strings.NewReader("x"))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
 	resp, err := client.Do(req)
 	require.NoError(t, err)

@@ -13,47 +13,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Defaults of DefaultBudget.
-//
-// With them, healthy traffic has every transient failure retried and a total
-// outage costs at most 1.10 attempts per logical request:
-//
-//   - Healthy traffic. A logical request that succeeds earns 0.1 token and
-//     each retry spends 1, so on average the bucket refills as long as there
-//     are fewer than 0.1 retries per success: a failure rate f of attempts
-//     with f/(1-f) < 0.1, up to about 9%. At 5% random failures the bucket
-//     drifts back to full after every failure; what can empty it is a
-//     cluster of failures, and the capacity is sized for those. With 10
-//     tokens, random clusters at 5% still empty the bucket about once per
-//     250,000 failures (then the floor usually, not always, covers the
-//     retry); with 20, simulations of 160 million requests (8 million
-//     failures) never went below 9 tokens nor used the floor.
-//   - Total outage. No request succeeds, so the bucket allows its 20 tokens,
-//     then the floor allows 1 retry when the bucket runs dry and 1 per second
-//     after that. N requests over T seconds cost at most N + 21 + T attempts,
-//     which is at most 1.10 N as long as N >= 10 (21 + T): 2,000 requests
-//     may take up to 179 seconds. In other words the 10% bound holds once
-//     outage traffic exceeds about 10 requests per second; below that the
-//     floor dominates, which is its purpose (a slow client still probes a
-//     server that may have recovered).
+// Limits of the clamps applied by NewBudget.
 const (
-	// DefaultBudgetRatio is the tokens earned per success: retries are held to
-	// 10% of successful traffic (the SRE book's per-client figure).
-	DefaultBudgetRatio = 0.1
-	// DefaultBudgetFloor is the number of retries per second allowed when the
-	// bucket is empty.
-	DefaultBudgetFloor = 1.0
-	// DefaultBudgetCapacity is the number of tokens the bucket holds, and
-	// starts with.
-	DefaultBudgetCapacity = 20.0
-)
-
-// Limits of the clamps applied by NewBudget and WithBudgetCapacity.
-const (
-	// MinBudgetCapacity is the smallest capacity: one token, one retry.
-	MinBudgetCapacity = 1.0
-	// MaxBudgetCapacity is the largest capacity.
-	MaxBudgetCapacity = 1e9
+	minBudgetCapacity = 1.0 // one token, one retry
+	maxBudgetCapacity = 1e9
 )
 
 // budgetUnit is the number of fixed-point units in one token: the bucket
@@ -113,9 +76,9 @@ const budgetMaxStripes = 64
 //
 // Bad arguments are clamped, never a panic:
 //
-//   - capacity (WithBudgetCapacity, default DefaultBudgetCapacity): NaN and
-//     values below MinBudgetCapacity become MinBudgetCapacity; values above
-//     MaxBudgetCapacity, +Inf included, become MaxBudgetCapacity.
+//   - capacity (DefaultBudgetCapacity for DefaultBudget): NaN and
+//     values below minBudgetCapacity become minBudgetCapacity; values above
+//     maxBudgetCapacity, +Inf included, become maxBudgetCapacity.
 //   - ratio: NaN and negative values become 0 (only the initial tokens and
 //     the floor); values above the capacity become the capacity (one success
 //     refills the bucket).
@@ -167,37 +130,17 @@ type budgetStripe struct {
 	_            [budgetStripeSize - 6*8]byte
 }
 
-// BudgetOption configures NewBudget.
-type BudgetOption func(*budgetOptions)
+// NewBudget returns a full retry budget that holds capacity tokens, earns
+// ratio tokens per success, spends one per retry, and allows floorPerSecond
+// retries per second when it is empty. See Budget for the exact bound and
+// the clamps.
+func NewBudget(ratio, floorPerSecond, capacity float64) *Budget {
+	fixedCapacity := budgetFixed(budgetClamp(capacity, minBudgetCapacity, maxBudgetCapacity, minBudgetCapacity))
+	r := budgetFixed(budgetClamp(ratio, 0, maxBudgetCapacity, 0))
+	r = min(r, fixedCapacity)
 
-// budgetOptions is what BudgetOptions set.
-type budgetOptions struct {
-	capacity float64
-}
-
-// WithBudgetCapacity sets the number of tokens the bucket holds, and starts
-// with (default DefaultBudgetCapacity). It is clamped to
-// [MinBudgetCapacity, MaxBudgetCapacity]; NaN becomes MinBudgetCapacity.
-func WithBudgetCapacity(tokens float64) BudgetOption {
-	return func(o *budgetOptions) { o.capacity = tokens }
-}
-
-// NewBudget returns a full retry budget that earns ratio tokens per success,
-// spends one per retry, and allows floorPerSecond retries per second when it
-// is empty. See Budget for the exact bound and the clamps.
-func NewBudget(ratio float64, floorPerSecond float64, opts ...BudgetOption) *Budget {
-	o := budgetOptions{capacity: DefaultBudgetCapacity}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	capacity := budgetFixed(budgetClamp(o.capacity, MinBudgetCapacity, MaxBudgetCapacity, MinBudgetCapacity))
-	r := budgetFixed(budgetClamp(ratio, 0, MaxBudgetCapacity, 0))
-	r = min(r, capacity)
-
-	b := &Budget{capacity: capacity, ratio: r}
-	b.tokens.Store(capacity)
+	b := &Budget{capacity: fixedCapacity, ratio: r}
+	b.tokens.Store(fixedCapacity)
 	switch {
 	case math.IsInf(floorPerSecond, 1):
 		b.floor = rate.NewLimiter(rate.Inf, 1)
@@ -214,9 +157,29 @@ func NewBudget(ratio float64, floorPerSecond float64, opts ...BudgetOption) *Bud
 }
 
 // DefaultBudget returns a new, full budget with the defaults:
-// DefaultBudgetRatio, DefaultBudgetFloor and DefaultBudgetCapacity.
+// DefaultBudgetRatio, DefaultBudgetFloor and DefaultBudgetCapacity. With them, healthy traffic has every transient failure retried and a total
+// outage costs at most 1.10 attempts per logical request:
+//
+//   - Healthy traffic. A logical request that succeeds earns 0.1 token and
+//     each retry spends 1, so on average the bucket refills as long as there
+//     are fewer than 0.1 retries per success: a failure rate f of attempts
+//     with f/(1-f) < 0.1, up to about 9%. At 5% random failures the bucket
+//     drifts back to full after every failure; what can empty it is a
+//     cluster of failures, and the capacity is sized for those. With 10
+//     tokens, random clusters at 5% still empty the bucket about once per
+//     250,000 failures (then the floor usually, not always, covers the
+//     retry); with 20, simulations of 160 million requests (8 million
+//     failures) never went below 9 tokens nor used the floor.
+//   - Total outage. No request succeeds, so the bucket allows its 20 tokens,
+//     then the floor allows 1 retry when the bucket runs dry and 1 per second
+//     after that. N requests over T seconds cost at most N + 21 + T attempts,
+//     which is at most 1.10 N as long as N >= 10 (21 + T): 2,000 requests
+//     may take up to 179 seconds. In other words the 10% bound holds once
+//     outage traffic exceeds about 10 requests per second; below that the
+//     floor dominates, which is its purpose (a slow client still probes a
+//     server that may have recovered).
 func DefaultBudget() *Budget {
-	return NewBudget(DefaultBudgetRatio, DefaultBudgetFloor)
+	return NewBudget(DefaultBudgetRatio, DefaultBudgetFloor, DefaultBudgetCapacity)
 }
 
 // budgetClamp returns v within [lo, hi], and ifNaN for NaN.

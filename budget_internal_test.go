@@ -11,7 +11,7 @@ import (
 // A take that found the bucket short gives its token back; successes earned
 // in between must not lift the bucket above its capacity.
 func TestBudgetGiveBackNeverExceedsTheCapacity(t *testing.T) {
-	b := NewBudget(1, 0, WithBudgetCapacity(1))
+	b := NewBudget(1, 0, 1)
 	now := time.Now()
 	assert.True(t, b.AllowRetry(now)) // 1 -> 0
 	b.tokens.Add(-budgetUnit)         // a concurrent take that will fail: 0 -> -1
@@ -23,7 +23,7 @@ func TestBudgetGiveBackNeverExceedsTheCapacity(t *testing.T) {
 }
 
 func TestBudgetTokensStayWithinBoundsUnderConcurrency(t *testing.T) {
-	b := NewBudget(1, 0, WithBudgetCapacity(1))
+	b := NewBudget(1, 0, 1)
 	now := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -61,7 +61,7 @@ func TestAdaptiveTimeoutHugeMultiplierGivesTheCeiling(t *testing.T) {
 	}
 	for _, m := range []float64{1e300, posInf()} {
 		var c config
-		WithAdaptiveTimeout(AdaptiveTimeout{Multiplier: m, MinSamples: 1})(&c)
+		WithAdaptiveTimeout(AdaptiveTimeout{Multiplier: m, MinSamples: 1}).apply(&c)
 		assert.Equal(t, DefaultAttemptTimeout, c.adaptive.attemptTimeoutFor(e), "multiplier %v", m)
 	}
 }
@@ -74,7 +74,7 @@ func posInf() float64 {
 // The retries that led to a success get their tokens back, up to the
 // capacity; retries that led nowhere stay spent.
 func TestBudgetRefundsTheRetriesOfASuccess(t *testing.T) {
-	b := NewBudget(0, 0, WithBudgetCapacity(5))
+	b := NewBudget(0, 0, 5)
 	now := time.Now()
 	for range 3 {
 		assert.True(t, b.AllowRetry(now))

@@ -70,7 +70,7 @@ func TestBudgetOutageExactBound(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := retry.NewBudget(tt.ratio, tt.floor, retry.WithBudgetCapacity(tt.capacity))
+			b := retry.NewBudget(tt.ratio, tt.floor, tt.capacity)
 
 			var allowed, asks uint64
 			for i := range requests {
@@ -163,7 +163,7 @@ func TestBudgetMatchesModelAndBound(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := retry.NewBudget(tt.ratio, tt.floor, retry.WithBudgetCapacity(tt.capacity))
+			b := retry.NewBudget(tt.ratio, tt.floor, tt.capacity)
 			m := &budgetModel{
 				tokens:   budgetMicro(tt.capacity),
 				capacity: budgetMicro(tt.capacity),
@@ -314,7 +314,7 @@ func TestBudgetConcurrentMixedKeepsBound(t *testing.T) {
 		floor     = 2.0
 		step      = time.Millisecond
 	)
-	b := retry.NewBudget(ratio, floor, retry.WithBudgetCapacity(capacity))
+	b := retry.NewBudget(ratio, floor, capacity)
 	var wg sync.WaitGroup
 	counts := make([]retry.BudgetStats, callers)
 	for g := range callers {
@@ -374,7 +374,7 @@ func TestBudgetConcurrentMixedKeepsBound(t *testing.T) {
 
 func TestBudgetTimeGoingBackwardKeepsBound(t *testing.T) {
 	t.Parallel()
-	b := retry.NewBudget(0.1, 1, retry.WithBudgetCapacity(1))
+	b := retry.NewBudget(0.1, 1, 1)
 	rng := rand.New(rand.NewPCG(3, 4))
 	lo, hi := budgetEpoch, budgetEpoch
 	for range 10_000 {
@@ -420,38 +420,38 @@ func TestBudgetClampsArguments(t *testing.T) {
 	tests := []struct {
 		name            string
 		ratio, floor    float64
-		opts            []retry.BudgetOption
+		capacity        float64
 		wantCapacity    float64
 		wantAfterEarn   float64 // tokens after draining, then 10 successes
 		wantFloorPerMin uint64  // retries allowed by an empty bucket in one minute, one ask per ms
 	}{
-		{name: "defaults", ratio: 0.1, floor: 1, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 60},
-		{name: "zero capacity", ratio: 0.1, floor: 1, opts: []retry.BudgetOption{retry.WithBudgetCapacity(0)}, wantCapacity: 1, wantAfterEarn: 1, wantFloorPerMin: 60},
-		{name: "negative capacity", ratio: 0.1, floor: 1, opts: []retry.BudgetOption{retry.WithBudgetCapacity(-3)}, wantCapacity: 1, wantAfterEarn: 1, wantFloorPerMin: 60},
-		{name: "NaN capacity", ratio: 0.1, floor: 1, opts: []retry.BudgetOption{retry.WithBudgetCapacity(nan)}, wantCapacity: 1, wantAfterEarn: 1, wantFloorPerMin: 60},
-		{name: "capacity below one", ratio: 0.01, floor: 1, opts: []retry.BudgetOption{retry.WithBudgetCapacity(0.5)}, wantCapacity: 1, wantAfterEarn: 0.1, wantFloorPerMin: 60},
-		{name: "infinite capacity", ratio: 0.1, floor: 1, opts: []retry.BudgetOption{retry.WithBudgetCapacity(inf)}, wantCapacity: retry.MaxBudgetCapacity},
-		{name: "huge capacity", ratio: 0.1, floor: 1, opts: []retry.BudgetOption{retry.WithBudgetCapacity(1e12)}, wantCapacity: retry.MaxBudgetCapacity},
-		{name: "nil option, last option wins", ratio: 0.1, floor: 1, opts: []retry.BudgetOption{nil, retry.WithBudgetCapacity(7), retry.WithBudgetCapacity(3)}, wantCapacity: 3, wantAfterEarn: 1, wantFloorPerMin: 60},
-		{name: "negative ratio", ratio: -0.5, floor: 1, wantCapacity: 20, wantAfterEarn: 0, wantFloorPerMin: 60},
-		{name: "NaN ratio", ratio: nan, floor: 1, wantCapacity: 20, wantAfterEarn: 0, wantFloorPerMin: 60},
-		{name: "ratio rounds to zero", ratio: 1e-7, floor: 1, wantCapacity: 20, wantAfterEarn: 0, wantFloorPerMin: 60},
-		{name: "ratio above capacity", ratio: 50, floor: 1, wantCapacity: 20, wantAfterEarn: 20, wantFloorPerMin: 60},
-		{name: "infinite ratio", ratio: inf, floor: 1, wantCapacity: 20, wantAfterEarn: 20, wantFloorPerMin: 60},
-		{name: "zero floor", ratio: 0.1, floor: 0, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
-		{name: "negative floor", ratio: 0.1, floor: -1, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
-		{name: "NaN floor", ratio: 0.1, floor: nan, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
-		{name: "negative infinite floor", ratio: 0.1, floor: math.Inf(-1), wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
-		{name: "infinite floor", ratio: 0.1, floor: inf, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 60_000},
+		{name: "defaults", ratio: 0.1, floor: 1, capacity: 20, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 60},
+		{name: "zero capacity", ratio: 0.1, floor: 1, capacity: 0, wantCapacity: 1, wantAfterEarn: 1, wantFloorPerMin: 60},
+		{name: "negative capacity", ratio: 0.1, floor: 1, capacity: -3, wantCapacity: 1, wantAfterEarn: 1, wantFloorPerMin: 60},
+		{name: "NaN capacity", ratio: 0.1, floor: 1, capacity: nan, wantCapacity: 1, wantAfterEarn: 1, wantFloorPerMin: 60},
+		{name: "capacity below one", ratio: 0.01, floor: 1, capacity: 0.5, wantCapacity: 1, wantAfterEarn: 0.1, wantFloorPerMin: 60},
+		{name: "infinite capacity", ratio: 0.1, floor: 1, capacity: inf, wantCapacity: 1e9},
+		{name: "huge capacity", ratio: 0.1, floor: 1, capacity: 1e12, wantCapacity: 1e9},
+		{name: "small capacity", ratio: 0.1, floor: 1, capacity: 3, wantCapacity: 3, wantAfterEarn: 1, wantFloorPerMin: 60},
+		{name: "negative ratio", ratio: -0.5, floor: 1, capacity: 20, wantCapacity: 20, wantAfterEarn: 0, wantFloorPerMin: 60},
+		{name: "NaN ratio", ratio: nan, floor: 1, capacity: 20, wantCapacity: 20, wantAfterEarn: 0, wantFloorPerMin: 60},
+		{name: "ratio rounds to zero", ratio: 1e-7, floor: 1, capacity: 20, wantCapacity: 20, wantAfterEarn: 0, wantFloorPerMin: 60},
+		{name: "ratio above capacity", ratio: 50, floor: 1, capacity: 20, wantCapacity: 20, wantAfterEarn: 20, wantFloorPerMin: 60},
+		{name: "infinite ratio", ratio: inf, floor: 1, capacity: 20, wantCapacity: 20, wantAfterEarn: 20, wantFloorPerMin: 60},
+		{name: "zero floor", ratio: 0.1, floor: 0, capacity: 20, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
+		{name: "negative floor", ratio: 0.1, floor: -1, capacity: 20, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
+		{name: "NaN floor", ratio: 0.1, floor: nan, capacity: 20, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
+		{name: "negative infinite floor", ratio: 0.1, floor: math.Inf(-1), capacity: 20, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 0},
+		{name: "infinite floor", ratio: 0.1, floor: inf, capacity: 20, wantCapacity: 20, wantAfterEarn: 1, wantFloorPerMin: 60_000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := retry.NewBudget(tt.ratio, tt.floor, tt.opts...)
+			b := retry.NewBudget(tt.ratio, tt.floor, tt.capacity)
 			st := b.Stats()
 			require.Equal(t, tt.wantCapacity, st.Capacity)
 			require.Equal(t, tt.wantCapacity, st.Tokens, "starts full")
-			if tt.wantCapacity == retry.MaxBudgetCapacity {
+			if tt.wantCapacity == 1e9 {
 				return // too many tokens to drain here
 			}
 
@@ -483,7 +483,7 @@ func TestBudgetClampsArguments(t *testing.T) {
 
 func TestBudgetStatsCountersExact(t *testing.T) {
 	t.Parallel()
-	b := retry.NewBudget(0.5, 1, retry.WithBudgetCapacity(2))
+	b := retry.NewBudget(0.5, 1, 2)
 	for range 3 {
 		b.Requested()
 	}
@@ -537,10 +537,10 @@ func TestDefaultBudget(t *testing.T) {
 }
 
 func TestBudgetHotPathDoesNotAllocate(t *testing.T) {
-	b := retry.NewBudget(0.1, 1, retry.WithBudgetCapacity(retry.MaxBudgetCapacity))
-	empty := retry.NewBudget(0.1, 0, retry.WithBudgetCapacity(1))
+	b := retry.NewBudget(0.1, 1, 1e9)
+	empty := retry.NewBudget(0.1, 0, 1)
 	empty.AllowRetry(budgetEpoch)
-	floor := retry.NewBudget(0, 1, retry.WithBudgetCapacity(1))
+	floor := retry.NewBudget(0, 1, 1)
 	now := budgetEpoch
 	tests := map[string]func(){
 		"Succeeded":          b.Succeeded,
@@ -561,7 +561,7 @@ func TestBudgetHotPathDoesNotAllocate(t *testing.T) {
 func ExampleNewBudget() {
 	// Earn 0.1 token per success, hold at most 2, and allow 1 retry per
 	// second when empty.
-	b := retry.NewBudget(0.1, 1, retry.WithBudgetCapacity(2))
+	b := retry.NewBudget(0.1, 1, 2)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // from the caller's clock
 
 	// An outage: two tokens, then the floor's one retry, then no more.

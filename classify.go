@@ -11,28 +11,16 @@ import (
 	"syscall"
 )
 
-// Classifier reports whether a failed attempt's error is worth retrying.
-// It is consulted only for non-nil errors, after the context and the
-// Permanent and RetryAfter markers have been considered: a context that has
-// ended stops the loop whatever the classifier says, Permanent always stops,
-// and RetryAfter always retries.
-type Classifier func(err error) bool
-
-// DefaultClassifier is the classifier Do uses: it retries every error except
-// those known to be permanent by their type (see IsPermanentFailure). Do runs
-// code the caller has declared safe to repeat, so unknown errors are retried;
-// use TransientOnly to retry only known transient failures.
-func DefaultClassifier(err error) bool {
-	return !IsPermanentFailure(err)
-}
-
-// TransientOnly retries only errors that IsTransient recognises.
-func TransientOnly(err error) bool {
-	return IsTransient(err)
+// retryUnlessPermanent is Do's default classifier: it retries every error
+// but those IsPermanent recognises. Do runs code its caller declared safe
+// to repeat, so unknown errors are retried.
+func retryUnlessPermanent(err error) bool {
+	return !IsPermanent(err)
 }
 
 // IsTransient reports whether err is, by its type, a failure that another
-// attempt may not meet: a timeout (net.Error.Timeout, os.ErrDeadlineExceeded,
+// attempt may not meet (the Transport's default classifier, see
+// WithClassifier): a timeout (net.Error.Timeout, os.ErrDeadlineExceeded,
 // context.DeadlineExceeded of an attempt), a connection reset, refused or
 // aborted, a broken pipe, an unreachable network or host, an unexpected EOF,
 // or a temporary DNS failure. Messages are never inspected.
@@ -42,7 +30,7 @@ func IsTransient(err error) bool {
 		return false
 	case isAttemptTimeout(err):
 		return true
-	case IsPermanentFailure(err):
+	case IsPermanent(err):
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -72,17 +60,19 @@ func IsTransient(err error) bool {
 	return false
 }
 
-// IsPermanentFailure reports whether err is, by its type, a failure that
-// another attempt will meet again: a cancelled context, an error marked with
-// Permanent, a TLS certificate or handshake verification failure, a host that
-// DNS says does not exist, or an invalid address.
-func IsPermanentFailure(err error) bool {
+// IsPermanent reports whether another attempt will meet err again: it was
+// marked with Permanent, or it is by its type a cancelled context, a TLS
+// certificate or handshake verification failure, a host that DNS says does
+// not exist, or an invalid address. Messages are never inspected. Do stops
+// on such errors by default.
+func IsPermanent(err error) bool {
+	var marked *permanentError
 	switch {
 	case err == nil, isAttemptTimeout(err):
 		// An attempt cut off by its own timeout: the request as a whole
 		// may well succeed.
 		return false
-	case errors.Is(err, context.Canceled), IsPermanent(err):
+	case errors.As(err, &marked), errors.Is(err, context.Canceled):
 		return true
 	}
 	var (

@@ -62,11 +62,7 @@ func TestClassification(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.transient, retry.IsTransient(tt.err), "IsTransient")
-			assert.Equal(t, tt.permanent, retry.IsPermanentFailure(tt.err), "IsPermanentFailure")
-			if tt.err != nil {
-				assert.Equal(t, !tt.permanent, retry.DefaultClassifier(tt.err), "DefaultClassifier")
-				assert.Equal(t, tt.transient, retry.TransientOnly(tt.err), "TransientOnly")
-			}
+			assert.Equal(t, tt.permanent, retry.IsPermanent(tt.err), "IsPermanent")
 		})
 	}
 }

@@ -1,10 +1,12 @@
 package retry_test
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/exactlyonce/retry"
 )
 
 // autoClock is a mock clock whose timers fire at once, moving the clock
@@ -57,3 +59,20 @@ func (c *autoClock) Waits() []time.Duration {
 
 // Elapsed is the clock's time since it was made.
 func (c *autoClock) Elapsed() time.Duration { return c.Now().Sub(c.origin) }
+
+// onAttempt is a trace that calls fn with every attempt the loop decided on.
+func onAttempt(fn func(retry.Attempt)) retry.Option {
+	return retry.WithTrace(&retry.Trace{Decided: func(_ context.Context, a retry.Attempt) { fn(a) }})
+}
+
+// onRetry is a trace that calls fn before every wait that precedes a retry.
+func onRetry(fn func(retry.Attempt)) retry.Option {
+	return retry.WithTrace(&retry.Trace{Decided: func(_ context.Context, a retry.Attempt) {
+		if a.Retrying {
+			fn(a)
+		}
+	}})
+}
+
+// noRideThrough turns riding through outages off.
+var noRideThrough = retry.WithRideThrough(retry.RideThrough{Off: true})

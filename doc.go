@@ -1,21 +1,71 @@
-// Package retry makes network operations safe to retry.
+// Package retry makes network operations safe to retry: it retries only
+// what is safe, at one layer, within a deadline and a budget, and gives
+// every attempt of a non-idempotent request the same idempotency key.
 //
-// Networks deliver at least once or not at all; an exactly-once effect comes
-// only from an idempotent operation plus retries. This package is the client
-// half: it retries only what is safe, at one layer, within a deadline.
+// # HTTP: wrap the client
 //
-//   - Do and DoValue run any operation until it succeeds, fails permanently or
-//     the policy gives up, with full-jitter exponential backoff by default.
-//   - Errors are classified by type (timeouts, resets, refused connections are
-//     transient; cancelled contexts and certificate errors are not), never by
-//     message text. Permanent and RetryAfter let an operation say more.
-//   - One total deadline bounds every attempt and wait, and no wait is ever
-//     started that would end past it.
-//   - A loop running inside another loop (found through the context) makes a
-//     single attempt, so nested layers never multiply their load.
-//   - When the loop gives up, the error is an *Error that keeps the number of
-//     attempts, the reason (ErrAttemptsExhausted, ErrDeadline, ...) and the last
-//     error of the operation; errors.Is and errors.As find all of them.
+// Most programs start here:
+//
+//	client := retry.NewClient(retry.WithTotalTimeout(5 * time.Second))
+//	resp, err := client.Post(url, "application/json", bytes.NewReader(payload))
+//
+// or, around a transport of their own, NewTransport(base, opts...). The
+// Transport retries GET, HEAD, OPTIONS, TRACE, PUT and DELETE, and any
+// request that carries an idempotency key, on transient failures (timeouts,
+// resets, refused connections, 502, 503, 504 and 429). A POST or PATCH gets
+// an Idempotency-Key, the same on every attempt, sent as the IETF draft's
+// Structured Field string ("8e03978e-...") or, with WithTokenKeys, as a
+// plain token; a key the caller set is kept. Other requests are retried only
+// when they provably never reached the server. Retry-After (seconds or an
+// HTTP-date) is a floor for the next wait; one longer than
+// WithMaxRetryAfter, or ending past the deadline, hands the response back at
+// once. When retrying stops on a response, the response is returned as it
+// is, body intact; a transport failure ends in an *Error.
+//
+// A single request can have its own policy through its context:
+//
+//	ctx = retry.NewContext(ctx, retry.WithoutRetries())       // a charge that must not repeat
+//	ctx = retry.NewContext(ctx, retry.WithReport(&report))    // what happened, when it returns
+//
+// # Any operation: Do
+//
+// Do and DoValue run any operation until it succeeds, fails permanently or
+// the policy gives up:
+//
+//	balance, err := retry.DoValue(ctx, account.Balance, retry.WithMaxAttempts(5))
+//
+// An operation can say more with the Permanent and RetryAfter markers.
+// Errors are classified by type (IsPermanent, IsTransient), never by message.
+// When the loop gives up, the error is an *Error with the number of
+// attempts, the reason (ErrAttemptsExhausted, ErrDeadline, ErrBudgetDenied,
+// ...) and the operation's last error; errors.Is and errors.As find each.
+//
+// # Policy and defaults
+//
+//   - Attempts: DefaultMaxAttempts (4 in all), WithMaxAttempts.
+//   - Backoff: full jitter from DefaultBackoffBase (100 ms), capped at
+//     DefaultBackoffCap (10 s); WithBackoff, and Constant, EqualJitter,
+//     DecorrelatedJitter.
+//   - Deadline: the context's, or WithTotalTimeout's, whichever is sooner;
+//     no wait ever ends past it. WithAttemptTimeout bounds each attempt; a
+//     Transport bounds an attempt that nothing else bounds with
+//     DefaultAttemptTimeout (30 s), and WithAdaptiveTimeout learns a bound
+//     from each host's latency. WithHedging sends a second copy of a slow
+//     request.
+//   - Budget: every Transport has a DefaultBudget (retries held to 10% of
+//     successful traffic, 20 tokens to start, 1 retry/s when empty); Do
+//     uses one only WithBudget. Share one Budget among the callers of one
+//     dependency.
+//   - Riding through outages (RideThrough, on): a dependency that keeps
+//     failing is waited for, within each request's deadline, instead of
+//     being hammered, and the waiting requests are released paced when it
+//     answers again.
+//   - One layer: a loop inside another loop (found through the context)
+//     makes a single attempt; PushbackMiddleware and the Retry-Pushback
+//     header stop retries across services.
+//   - Observing: WithLogger (log/slog), WithTrace (hooks, for tracing and
+//     metrics; module otelretry fills them for OpenTelemetry), WithReport,
+//     Budget.Stats and Transport.Dependencies.
 //
 // The server half, which turns a repeated request into a replay of the first
 // outcome, is package github.com/exactlyonce/retry/idempotency.

@@ -30,6 +30,15 @@ var (
 	// RetryAfter marker) longer than WithMaxRetryAfter allows; with
 	// WithMaxRetryAfter(0), any requested wait, Retry-After: 0 included.
 	ErrRetryAfterTooLong = errors.New("retry: requested wait too long")
+	// ErrBodyNotReplayable: the request's body cannot be sent again (it has
+	// no GetBody and was larger than the buffer limit, or the base transport
+	// did not read it to its end, or GetBody failed), so the request is not
+	// retried: the last response (or error) is handed back as it is.
+	ErrBodyNotReplayable = errors.New("retry: request body cannot be replayed")
+	// ErrDependencyDown: the request waited for its dependency to come back
+	// (see RideThrough) and its deadline, or MaxWait, came first; or too many
+	// requests were waiting already.
+	ErrDependencyDown = errors.New("retry: dependency down")
 )
 
 // Error is the error returned when a retry loop stops without success. It

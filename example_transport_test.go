@@ -28,7 +28,7 @@ func ExampleNewClient() {
 
 	client := retry.NewClient(retry.WithTotalTimeout(5*time.Second), retry.WithBackoff(retry.Constant(time.Millisecond)))
 	var report retry.Report
-	ctx := retry.WithReport(context.Background(), &report)
+	ctx := retry.NewContext(context.Background(), retry.WithReport(&report))
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"amount":100}`))
 	resp, err := client.Do(req)
 	if err != nil {

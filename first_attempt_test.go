@@ -46,7 +46,7 @@ func TestFirstAttemptSendsTheCallersRequestAndReports(t *testing.T) {
 	budget := retry.DefaultBudget()
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget))}
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", "http://mem.test/", nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", "http://mem.test/", nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, "body", readAll(t, resp))
@@ -58,7 +58,7 @@ func TestFirstAttemptHandsAFailureToTheLoop(t *testing.T) {
 	base := &scriptedBase{script: []int{503, 502, 200}}
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()))}
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", "http://mem.test/", nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", "http://mem.test/", nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
@@ -77,7 +77,7 @@ func TestFirstAttemptKeepsThePolicyForOtherRequests(t *testing.T) {
 	assert.NotEmpty(t, base.seen[0].Header.Get("Idempotency-Key"), "a POST still gets its key")
 
 	base.seen = nil
-	req, _ := http.NewRequestWithContext(retry.NoRetry(context.Background()), "GET", "http://mem.test/", nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithoutRetries()), "GET", "http://mem.test/", nil)
 	resp, err = client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -113,7 +113,7 @@ func TestFirstAttemptGivesAPostItsKeyInACopy(t *testing.T) {
 			client := &http.Client{Transport: retry.NewTransport(base, opts...)}
 			var rep retry.Report
 			payload := strings.Repeat("0123456789abcdef", 64)
-			req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", strings.NewReader(payload))
+			req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", "http://mem.test/", strings.NewReader(payload))
 			req.Header.Set("Content-Type", "text/plain")
 			resp, err := client.Do(req)
 			require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestFirstAttemptKeysDifferPerRequest(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
 		var rep retry.Report
-		req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", strings.NewReader("x"))
+		req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", "http://mem.test/", strings.NewReader("x"))
 		resp, err := client.Do(req)
 		require.NoError(t, err)
 		readAll(t, resp)
@@ -188,7 +188,7 @@ func TestFirstAttemptAttemptTimeoutHandsTheRetryToTheLoop(t *testing.T) {
 	})
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk))}
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", "http://mem.test/", strings.NewReader("charge"))
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", "http://mem.test/", strings.NewReader("charge"))
 	type result struct {
 		resp *http.Response
 		err  error
@@ -265,7 +265,7 @@ func TestFirstAttemptLearnsLatencyForAdaptiveTimeouts(t *testing.T) {
 	}
 
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", "http://mem.test/", nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", "http://mem.test/", nil)
 	done := make(chan error, 1)
 	go func() {
 		resp, err := client.Do(req)

@@ -19,7 +19,7 @@ func TestMaxRetryAfterZeroStopsOnRetryAfterZero(t *testing.T) {
 	srv.headers[0] = http.Header{"Retry-After": {"0"}}
 	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithMaxRetryAfter(0))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -44,7 +44,7 @@ func TestRetryAfterOverTheCapIsNotPushback(t *testing.T) {
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
 	handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var rep retry.Report
-		out, _ := http.NewRequestWithContext(retry.WithReport(r.Context(), &rep), "GET", srv.URL, nil)
+		out, _ := http.NewRequestWithContext(retry.NewContext(r.Context(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 		resp, err := client.Do(out)
 		require.NoError(t, err)
 		readAll(t, resp)

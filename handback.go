@@ -68,18 +68,18 @@ type cancelOnCloseRW struct {
 // Write writes to the connection.
 func (b *cancelOnCloseRW) Write(p []byte) (int, error) { return b.w.Write(p) }
 
-// drain reads up to limit bytes of a response body that will not be used
+// drain reads up to drainLimit bytes of a response body that will not be used
 // and closes it, so its connection goes back to the pool. A body that has
 // not ended within bound is closed where it stands (its connection is not
 // reused), so a stalled body never holds the caller.
-func drain(resp *http.Response, limit int64, clk clock.Clock, bound time.Duration) {
+func drain(resp *http.Response, clk clock.Clock, bound time.Duration) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
 	body := &closeOnce{ReadCloser: resp.Body}
-	if limit > 0 && bound > 0 {
+	if bound > 0 {
 		t := afterFunc(clk, bound, func() { body.Close() })
-		io.CopyN(io.Discard, body, limit)
+		io.CopyN(io.Discard, body, drainLimit)
 		t.Stop()
 	}
 	body.Close()

@@ -58,15 +58,15 @@ func (rt *roundTrip) hedged(ctx context.Context, n int) (*http.Response, error, 
 		first := <-results
 		return rt.keep(first), first.err, 1
 	}
-	drainLimit, clk := rt.c.http.drainLimit, rt.c.clock
+	clk := rt.c.clock
 	first := <-results
 	if rt.good(first) {
 		cancels[1-first.index]() // the slower send stops now
-		go discardLeg(results, drainLimit, clk)
+		go discardLeg(results, clk)
 		rt.c.trace.hedged(rt.ctx, first.index == 1)
 		return rt.keep(first), nil, 2
 	}
-	discardLegResult(first, drainLimit, clk)
+	discardLegResult(first, clk)
 	second := <-results
 	rt.c.trace.hedged(rt.ctx, second.index == 1 && rt.good(second))
 	return rt.keep(second), second.err, 2
@@ -139,12 +139,12 @@ func (rt *roundTrip) keep(l leg) *http.Response {
 }
 
 // discardLegResult cancels a losing leg and releases its response.
-func discardLegResult(l leg, limit int64, clk clock.Clock) {
+func discardLegResult(l leg, clk clock.Clock) {
 	l.cancel()
-	drain(l.resp, limit, clk, settleTimeout)
+	drain(l.resp, clk, settleTimeout)
 }
 
 // discardLeg waits for the losing leg, already cancelled, and releases it.
-func discardLeg(results <-chan leg, limit int64, clk clock.Clock) {
-	discardLegResult(<-results, limit, clk)
+func discardLeg(results <-chan leg, clk clock.Clock) {
+	discardLegResult(<-results, clk)
 }

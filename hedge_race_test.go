@@ -90,7 +90,7 @@ func postAndKeepKey(t *testing.T, tr *retry.Transport) (string, func() bool) {
 	body := &trackedBody{r: bytes.NewReader(make([]byte, 1<<20))}
 	w := weak.Make(body)
 	var rep retry.Report
-	ctx, cancel := context.WithTimeout(retry.WithReport(context.Background(), &rep), time.Hour)
+	ctx, cancel := context.WithTimeout(retry.NewContext(context.Background(), retry.WithReport(&rep)), time.Hour)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://mem.test/", body)
 	resp, err := tr.RoundTrip(req)

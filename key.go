@@ -8,9 +8,6 @@ import (
 	"sync"
 )
 
-// DefaultIdempotencyKeyHeader is the header that carries the key.
-const DefaultIdempotencyKeyHeader = "Idempotency-Key"
-
 // keySources are ChaCha8 generators, each seeded from crypto/rand: a
 // cryptographically strong source that costs no system call per key.
 var keySources = sync.Pool{New: func() any {

@@ -85,7 +85,7 @@ func TestLatencyBeyondTheHostLimitEvictsTheLeastRecentlyUsed(t *testing.T) {
 	assert.Zero(t, fresh.Samples(), "a never measured host learns from scratch")
 	var a adaptiveConfig
 	var c config
-	WithAdaptiveTimeout(AdaptiveTimeout{Initial: 500 * time.Millisecond})(&c)
+	WithAdaptiveTimeout(AdaptiveTimeout{Initial: 500 * time.Millisecond}).apply(&c)
 	a = c.adaptive
 	assert.Equal(t, 500*time.Millisecond, a.attemptTimeoutFor(fresh), "its initial timeout, not another host's")
 	_, kept := hosts.hosts.Load("h0")
@@ -106,7 +106,7 @@ func TestNilBaseIsBoundedByTheTransportsOwnTimer(t *testing.T) {
 }
 
 func TestOnlySafeRequestsAreHedged(t *testing.T) {
-	tr := NewTransport(nil, WithHedging(Hedging{}), WithoutIdempotencyKeys())
+	tr := NewTransport(nil, WithHedging(Hedging{}), WithoutKeys())
 	hedgeable := func(method string, body bool) bool {
 		req, _ := http.NewRequest(method, "http://h.test/", nil)
 		if body {

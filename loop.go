@@ -73,7 +73,7 @@ type loop struct {
 func (c *config) run(ctx context.Context, deadline time.Time, gate *dependency, attempt func(n int) outcome,
 	ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
 	l := loop{c: c, ctx: ctx, deadline: deadline, gate: gate}
-	if l.observed = c.onAttempt != nil || c.onRetry != nil || c.logger != nil || c.trace != nil; l.observed {
+	if l.observed = c.logger != nil || c.trace != nil; l.observed {
 		l.start = c.clock.Now()
 	}
 	return l.run(attempt, ready, discard)
@@ -243,15 +243,9 @@ func contextReason(ctx context.Context) error {
 	return ErrCancelled
 }
 
-// observe reports a finished attempt to the hooks and the logger.
+// observe reports a finished attempt to the trace and the logger.
 func (c *config) observe(ctx context.Context, a Attempt) {
 	c.trace.decided(ctx, a)
-	if c.onAttempt != nil {
-		c.onAttempt(a)
-	}
-	if a.Retrying && c.onRetry != nil {
-		c.onRetry(a)
-	}
 	if c.logger == nil {
 		return
 	}

@@ -43,12 +43,6 @@ func RetryAfter(d time.Duration, err error) error {
 	return &retryAfterError{after: d, err: err}
 }
 
-// IsPermanent reports whether err was marked with Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
-
 // retryAfterOf returns the floor set by RetryAfter, if err carries one.
 func retryAfterOf(err error) (time.Duration, bool) {
 	var r *retryAfterError

@@ -76,24 +76,20 @@ func post(ctx context.Context, client *http.Client, url string) error {
 func TestRequestPolicyWinsInsideDo(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		ctx    func(context.Context) context.Context
+		opt    retry.Option
 		keyed  bool
 		header string
 	}{
-		{"NoRetry", retry.NoRetry, false, ""},
-		{"Idempotent", retry.Idempotent, false, ""},
-		{"WithoutIdempotencyKeys", func(ctx context.Context) context.Context {
-			return retry.WithRequestOptions(ctx, retry.WithoutIdempotencyKeys())
-		}, false, ""},
-		{"WithIdempotencyKeyHeader", func(ctx context.Context) context.Context {
-			return retry.WithRequestOptions(ctx, retry.WithIdempotencyKeyHeader("X-Request-Key"))
-		}, true, "X-Request-Key"},
+		{"WithoutRetries", retry.WithoutRetries(), false, ""},
+		{"WithIdempotent", retry.WithIdempotent(), false, ""},
+		{"WithoutKeys", retry.WithoutKeys(), false, ""},
+		{"WithKeyHeader", retry.WithKeyHeader("X-Request-Key"), true, "X-Request-Key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, keys := newKeysServer(t, 503, 200)
 			client, _ := newClient(t)
 			err := retry.Do(t.Context(), func(ctx context.Context) error {
-				return post(tc.ctx(ctx), client, srv.URL+"/charge")
+				return post(retry.NewContext(ctx, tc.opt), client, srv.URL+"/charge")
 			}, retry.WithClock(newAutoClock()))
 			require.NoError(t, err)
 			std, custom := keys.of("/charge"), keys.customOf("/charge")
@@ -117,7 +113,7 @@ func TestEmptyCallerKeyIsReplacedByAGeneratedOne(t *testing.T) {
 			srv := newScriptServer(t, 503, 201)
 			client, _ := newClient(t, retry.WithClock(newAutoClock()))
 			var rep retry.Report
-			req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", srv.URL, strings.NewReader("x"))
+			req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", srv.URL, strings.NewReader("x"))
 			req.Header.Set("Idempotency-Key", empty)
 			resp, err := client.Do(req)
 			require.NoError(t, err)
@@ -132,7 +128,7 @@ func TestEmptyCallerKeyIsReplacedByAGeneratedOne(t *testing.T) {
 	}
 	t.Run("WithoutIdempotencyKeys", func(t *testing.T) {
 		srv := newScriptServer(t, 503, 201)
-		client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutIdempotencyKeys())
+		client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutKeys())
 		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
 		req.Header.Set("Idempotency-Key", "")
 		resp, err := client.Do(req)

@@ -34,7 +34,7 @@ func TestSharedBudgetBoundsRetriesDuringAnOutage(t *testing.T) {
 	const requests = 2000
 	for range requests {
 		err := retry.Do(context.Background(), func(context.Context) error { calls++; return errFlaky },
-			retry.WithBudget(budget), retry.WithClock(clk), retry.WithoutRideThrough())
+			retry.WithBudget(budget), retry.WithClock(clk), noRideThrough)
 		require.Error(t, err)
 	}
 	st := budget.Stats()
@@ -47,13 +47,12 @@ func TestSharedBudgetBoundsRetriesDuringAnOutage(t *testing.T) {
 
 func TestBudgetDenialIsReported(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.NewBudget(0.1, 0, retry.WithBudgetCapacity(1))
+	budget := retry.NewBudget(0.1, 0, 1)
 	var hooked []retry.Attempt
 	var rep retry.Report
-	ctx := retry.WithReport(context.Background(), &rep)
-	err := retry.Do(ctx, func(context.Context) error { return errFlaky },
-		retry.WithBudget(budget), retry.WithClock(clk), retry.WithoutRideThrough(),
-		retry.WithOnAttempt(func(a retry.Attempt) { hooked = append(hooked, a) }))
+	err := retry.Do(context.Background(), func(context.Context) error { return errFlaky },
+		retry.WithBudget(budget), retry.WithClock(clk), noRideThrough, retry.WithReport(&rep),
+		onAttempt(func(a retry.Attempt) { hooked = append(hooked, a) }))
 	assert.ErrorIs(t, err, retry.ErrBudgetDenied)
 	assert.ErrorIs(t, err, errFlaky)
 	require.Len(t, hooked, 2, "one retry paid with the only token, then denied")
@@ -93,7 +92,7 @@ func TestConcurrentCallersKeepTheBound(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				retry.Do(context.Background(), func(context.Context) error { calls.Add(1); return errFlaky },
-					retry.WithBudget(budget), retry.WithClock(clk), retry.WithoutRideThrough())
+					retry.WithBudget(budget), retry.WithClock(clk), noRideThrough)
 			}
 		})
 	}
@@ -134,7 +133,7 @@ func TestPushbackHeaderIsNotRetried(t *testing.T) {
 	srv.headers[0] = http.Header{retry.PushbackHeader: {"exhausted"}}
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -156,9 +155,7 @@ func TestPushbackMiddlewareMarksA5xxAfterAGiveUp(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		reason, gaveUp := retry.GaveUp(r.Context())
-		assert.True(t, gaveUp)
-		assert.ErrorIs(t, reason, retry.ErrAttemptsExhausted)
+		assert.ErrorIs(t, retry.GaveUp(r.Context()), retry.ErrAttemptsExhausted)
 		http.Error(w, "dependency down", http.StatusServiceUnavailable)
 	})))
 	defer svc.Close()
@@ -210,9 +207,9 @@ func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 }
 
 func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
-	top, innermost, stop := chain(2, retry.WithoutRideThrough()) // the client below is the third layer
+	top, innermost, stop := chain(2, noRideThrough) // the client below is the third layer
 	defer stop()
-	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)), retry.WithoutRideThrough())
+	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)), noRideThrough)
 	const requests = 200
 	for range requests {
 		resp, err := client.Get(top)
@@ -230,8 +227,8 @@ func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
 func BenchmarkNestedOutage(b *testing.B) {
 	var total, requests int64
 	for b.Loop() {
-		top, innermost, stop := chain(2, retry.WithoutRideThrough())
-		tr := retry.NewTransport(nil, retry.WithoutRideThrough())
+		top, innermost, stop := chain(2, noRideThrough)
+		tr := retry.NewTransport(nil, noRideThrough)
 		client := &http.Client{Transport: tr}
 		for range 200 {
 			resp, err := client.Get(top)
@@ -250,8 +247,7 @@ func BenchmarkNestedOutage(b *testing.B) {
 }
 
 func TestGaveUpWithoutMiddleware(t *testing.T) {
-	_, ok := retry.GaveUp(context.Background())
-	assert.False(t, ok)
+	assert.NoError(t, retry.GaveUp(context.Background()))
 	err := retry.Do(context.Background(), func(context.Context) error { return errors.New("x") },
 		retry.WithMaxAttempts(1))
 	assert.ErrorIs(t, err, retry.ErrAttemptsExhausted)

@@ -48,8 +48,8 @@ func TestPanickingPolicyCodeReleasesTheResponse(t *testing.T) {
 		name string
 		opt  retry.Option
 	}{
-		{"WithOnAttempt", retry.WithOnAttempt(func(retry.Attempt) { panic("boom") })},
-		{"WithOnRetry", retry.WithOnRetry(func(retry.Attempt) { panic("boom") })},
+		{"WithOnAttempt", onAttempt(func(retry.Attempt) { panic("boom") })},
+		{"WithOnRetry", onRetry(func(retry.Attempt) { panic("boom") })},
 		{"Backoff", retry.WithBackoff(retry.BackoffFunc(func(int, time.Duration, float64) time.Duration { panic("boom") }))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestPanickingHookLeavesNoConnectionBehind(t *testing.T) {
 	srv := newScriptServer(t, 503)
 	srv.body = []byte("busy")
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	tr := retry.NewTransport(nil, retry.WithOnAttempt(func(retry.Attempt) { panic("boom") }))
+	tr := retry.NewTransport(nil, onAttempt(func(retry.Attempt) { panic("boom") }))
 	func() {
 		defer func() { recover() }()
 		(&http.Client{Transport: tr}).Get(srv.URL)

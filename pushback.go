@@ -57,18 +57,17 @@ func noteGiveUp(ctx context.Context, reason error) {
 	}
 }
 
-// GaveUp reports whether a retry loop (Do or a Transport) running with ctx,
-// or a context derived from it, gave up on a failing dependency while the
-// request behind ctx was served by PushbackMiddleware; it returns the reason.
-func GaveUp(ctx context.Context) (error, bool) {
-	g, _ := ctx.Value(giveUpKey{}).(*giveUp)
-	if g == nil {
-		return nil, false
+// GaveUp returns the reason a retry loop (Do or a Transport) running with
+// ctx, or a context derived from it, gave up on a failing dependency while
+// the request behind ctx was served by PushbackMiddleware; nil when none
+// did.
+func GaveUp(ctx context.Context) error {
+	if g, _ := ctx.Value(giveUpKey{}).(*giveUp); g != nil {
+		if r := g.reason.Load(); r != nil {
+			return *r
+		}
 	}
-	if r := g.reason.Load(); r != nil {
-		return *r, true
-	}
-	return nil, false
+	return nil
 }
 
 // PushbackMiddleware tells a service's callers not to retry when the

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 )
@@ -34,26 +33,24 @@ func (r Report) String() string {
 	return fmt.Sprintf("%d attempts, stopped: %v", r.Attempts, r.Reason)
 }
 
-type reportKey struct{}
-
-// WithReport returns a context that makes Do, DoValue and Transport.RoundTrip
-// fill in *r when they return. With an http.Client, set it on the request's
-// context: for a response returned after retries it tells how many attempts
-// were made and why retrying stopped. Each round trip (each redirect hop)
-// overwrites it.
+// WithReport makes the call fill in *r when it returns: for Do, pass it to
+// the call; for a request through a Transport, give it to the request
+// with NewContext(ctx, WithReport(&r)). For a response handed back after
+// retries, it tells how many attempts were made and why retrying stopped.
+// Each round trip (each redirect hop) overwrites it.
 //
 // A Report belongs to one call at a time: calls that run concurrently must
 // each have their own (a Report is a plain struct, written without a lock
-// when the call returns). A Transport running inside Do leaves the Report
-// to Do.
-func WithReport(ctx context.Context, r *Report) context.Context {
-	return context.WithValue(ctx, reportKey{}, r)
+// when the call returns); do not give one to a whole Transport. A
+// Transport running inside Do leaves the Report to Do.
+func WithReport(r *Report) Option {
+	return optionFunc(func(c *config) { c.report = r })
 }
 
-// fillReport stores the outcome of a loop in the context's report, if any,
+// fillReport stores the outcome of a loop in the policy's report, if any,
 // and returns that report (nil when none was asked for).
-func fillReport(ctx context.Context, attempts int, reason error, last outcome) *Report {
-	r, _ := ctx.Value(reportKey{}).(*Report)
+func (c *config) fillReport(attempts int, reason error, last outcome) *Report {
+	r := c.report
 	if r == nil {
 		return nil
 	}

@@ -17,13 +17,14 @@ import (
 // returns at once too.
 //
 // The defaults are DefaultMaxAttempts attempts, FullJitter(DefaultBackoffBase,
-// DefaultBackoffCap), DefaultClassifier, no budget and no timeouts.
+// DefaultBackoffCap), every error retried but those IsPermanent recognises
+// (see WithClassifier), no budget and no timeouts.
 //
 // One layer: inside another retry loop of this package (found through ctx),
 // Do calls op once and returns its error unchanged, markers included, so the
 // outer loop decides and attempts never multiply. Likewise a Transport that
 // op calls with its context makes a single attempt per call, under the
-// request's own policy (NoRetry, Idempotent, WithRequestOptions), and gives
+// request's own policy (its NewContext options), and gives
 // a POST or PATCH that needs a key one that is the same on every attempt of
 // the loop: the key of a request is made from the loop, the request's
 // method and URL, and its rank among the requests with the same method and
@@ -66,7 +67,7 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 			noteGiveUp(ctx, reason)
 		}
 	}
-	fillReport(ctx, n, reason, last)
+	c.fillReport(n, reason, last)
 	if c.trace != nil {
 		c.trace.end(ctx, Report{Attempts: n, Reason: reason, Err: last.err})
 	}

@@ -17,8 +17,8 @@ import (
 
 var errFlaky = errors.New("flaky")
 
-// zeroRandom makes full jitter wait nothing and keeps tests exact.
-func zeroRandom() float64 { return 0 }
+// noWait is a backoff that waits nothing and keeps tests exact.
+var noWait = retry.WithBackoff(retry.Constant(0))
 
 func TestDoSucceedsFirstTime(t *testing.T) {
 	calls := 0
@@ -165,7 +165,7 @@ func TestAttemptTimeoutCutsEachAttemptAndRetries(t *testing.T) {
 			}
 			<-ctx.Done() // hang until the attempt times out
 			return ctx.Err()
-		}, retry.WithAttemptTimeout(100*time.Millisecond), retry.WithRandom(zeroRandom))
+		}, retry.WithAttemptTimeout(100*time.Millisecond), noWait)
 		require.NoError(t, err)
 		assert.Equal(t, 3, calls)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}, deadlines)
@@ -182,7 +182,7 @@ func TestAttemptTimeoutNeverExceedsWhatIsLeft(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}, retry.WithAttemptTimeout(200*time.Millisecond), retry.WithTotalTimeout(300*time.Millisecond),
-			retry.WithRandom(zeroRandom))
+			noWait)
 		assert.ErrorIs(t, err, retry.ErrDeadline)
 		assert.Equal(t, []time.Duration{200 * time.Millisecond, 100 * time.Millisecond}, left)
 	})
@@ -223,7 +223,7 @@ func TestBadOptionsAreClamped(t *testing.T) {
 			retry.WithBackoff(retry.FullJitter(0, -time.Second)),
 			retry.WithTotalTimeout(-time.Second), retry.WithAttemptTimeout(-time.Second),
 			retry.WithMaxAttempts(3), retry.WithBackoff(nil), retry.WithClassifier(nil),
-			retry.WithClock(nil), retry.WithRandom(nil), nil)
+			retry.WithClock(nil), nil)
 		assert.Equal(t, 3, calls)
 		assert.ErrorIs(t, err, retry.ErrAttemptsExhausted)
 	})
@@ -232,7 +232,7 @@ func TestBadOptionsAreClamped(t *testing.T) {
 func TestClassifierDecides(t *testing.T) {
 	calls := 0
 	err := retry.Do(context.Background(), func(context.Context) error { calls++; return errFlaky },
-		retry.WithClassifier(retry.TransientOnly))
+		retry.WithClassifier(retry.IsTransient))
 	assert.Equal(t, 1, calls, "a plain error is not a known transient failure")
 	assert.ErrorIs(t, err, retry.ErrPermanent)
 }
@@ -247,9 +247,14 @@ func TestHooksSeeEveryAttempt(t *testing.T) {
 				return errFlaky
 			}
 			return nil
-		}, retry.WithBackoff(retry.Constant(time.Second)),
-			retry.WithOnAttempt(func(a retry.Attempt) { all = append(all, a) }),
-			retry.WithOnRetry(func(a retry.Attempt) { retries = append(retries, a) }))
+		}, retry.WithBackoff(retry.Constant(time.Second)), retry.WithTrace(&retry.Trace{
+			Decided: func(_ context.Context, a retry.Attempt) {
+				all = append(all, a)
+				if a.Retrying {
+					retries = append(retries, a)
+				}
+			},
+		}))
 		require.NoError(t, err)
 		require.Len(t, all, 3)
 		require.Len(t, retries, 2)

@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// ParseRetryAfter reads an HTTP Retry-After value as a wait from now: either
+// parseRetryAfter reads an HTTP Retry-After value as a wait from now: either
 // delta-seconds ("120") or an HTTP-date in any of the three forms
 // http.ParseTime accepts (IMF-fixdate, RFC 850, asctime). It reports false
 // for garbage, negative numbers and dates not after now, which callers
 // ignore. Seconds too large for a time.Duration are clamped to the largest
 // one (so they always exceed any cap).
-func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+func parseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return 0, false

@@ -1,23 +1,7 @@
 package retry
 
 import (
-	"errors"
 	"time"
-)
-
-// ErrDependencyDown: the request waited for its dependency to come back
-// (see RideThrough) and its deadline, or the ride-through's MaxWait, came
-// first; or too many requests were waiting already.
-var ErrDependencyDown = errors.New("retry: dependency down")
-
-// Defaults of RideThrough.
-const (
-	// DefaultMaxWait is the longest a request without a deadline waits for
-	// its dependency to come back, or for an earlier copy of it to finish.
-	DefaultMaxWait = 10 * time.Second
-	// DefaultMaxWaiters is the most requests that wait for one dependency;
-	// beyond it a request fails at once with ErrDependencyDown.
-	DefaultMaxWaiters = 10_000
 )
 
 // RideThrough is how requests ride through an outage of their dependency
@@ -45,6 +29,12 @@ const (
 // retry that succeeds earns its budget token back, so they are retried as
 // long as retries keep succeeding.
 type RideThrough struct {
+	// Off turns riding through outages off: a request whose retry the
+	// budget denies fails at once with ErrBudgetDenied (handing back the
+	// last response), and requests are sent whatever their dependency's
+	// state. Turn it off for callers that must fail fast and do something
+	// else (serve a cached value, try another region) rather than wait.
+	Off bool
 	// MaxWait bounds the wait of a request that has no deadline (default
 	// DefaultMaxWait).
 	MaxWait time.Duration
@@ -65,7 +55,8 @@ func defaultRideConfig() rideConfig {
 }
 
 // WithRideThrough sets how requests ride through an outage (see
-// RideThrough); zero fields take the defaults. It is on by default.
+// RideThrough); zero fields take the defaults. It is on by default;
+// WithRideThrough(RideThrough{Off: true}) turns it off.
 func WithRideThrough(r RideThrough) Option {
 	if r.MaxWait <= 0 {
 		r.MaxWait = DefaultMaxWait
@@ -73,16 +64,7 @@ func WithRideThrough(r RideThrough) Option {
 	if r.MaxWaiters <= 0 {
 		r.MaxWaiters = DefaultMaxWaiters
 	}
-	return func(c *config) {
-		c.ride = rideConfig{maxWait: r.MaxWait, maxWaiters: r.MaxWaiters}
-	}
-}
-
-// WithoutRideThrough turns riding through outages off: a request whose
-// retry the budget denies fails at once with ErrBudgetDenied (handing back
-// the last response), and requests are sent whatever their dependency's
-// state. Turn it off for callers that must fail fast and do something else
-// (serve a cached value, try another region) rather than wait.
-func WithoutRideThrough() Option {
-	return func(c *config) { c.ride.off = true }
+	return optionFunc(func(c *config) {
+		c.ride = rideConfig{off: r.Off, maxWait: r.MaxWait, maxWaiters: r.MaxWaiters}
+	})
 }

@@ -321,7 +321,7 @@ func TestDuplicatesWaitForTheFirstCopyWithoutSpendingTheBudget(t *testing.T) {
 			}))
 		for name, base := range bases(t, handler.ServeHTTP) {
 			executed.Store(0)
-			budget := retry.NewBudget(0.1, 0, retry.WithBudgetCapacity(1))
+			budget := retry.NewBudget(0.1, 0, 1)
 			client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget))}
 			var wg sync.WaitGroup
 			bodies := make([]string, 3)

@@ -54,7 +54,7 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 	}
 	c := rt.c
 	rt.nested = lc != nil
-	rt.idempotent = idempotentMethod(req.Method) || (policy != nil && policy.idempotent)
+	rt.idempotent = idempotentMethod(req.Method) || c.http.idempotent
 	switch {
 	case c.hasKey(req.Header):
 		rt.keyed = true
@@ -83,24 +83,11 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 }
 
 // applyPolicy gives the request the policy its context asks for: its own
-// options, NoRetry, Idempotent, and a single attempt inside another loop.
-func (rt *roundTrip) applyPolicy(p *requestPolicy, nested bool) {
+// options, and a single attempt inside another loop.
+func (rt *roundTrip) applyPolicy(p requestOptions, nested bool) {
 	c := new(config)
 	*c = rt.t.cfg // a copy: the Transport's own policy never changes
-	if p != nil {
-		for _, o := range p.opts {
-			if o != nil {
-				o(c)
-			}
-		}
-		if p.noRetry {
-			c.maxAttempts = 1
-			c.http.noKeys = true
-		}
-		if p.idempotent {
-			c.http.noKeys = true
-		}
-	}
+	c.applyAll(p)
 	if nested {
 		c.maxAttempts = 1
 		c.adaptive.hedge = false
@@ -130,7 +117,7 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 		rt.body.closeUnsent()
 	}
 	if !rt.nested {
-		if r := fillReport(rt.parent, n, reason, last); r != nil {
+		if r := rt.c.fillReport(n, reason, last); r != nil {
 			r.IdempotencyKey = rt.reportedKey()
 		}
 		if isGiveUp(reason) {
@@ -195,7 +182,7 @@ func (rt *roundTrip) discard(wait time.Duration) time.Duration {
 	if rt.resp != nil {
 		clk := rt.c.clock
 		start := clk.Now()
-		drain(rt.resp, rt.c.http.drainLimit, clk, rt.settleBound())
+		drain(rt.resp, clk, rt.settleBound())
 		rt.resp = nil
 		wait = max(0, wait-clk.Since(start))
 	}

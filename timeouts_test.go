@@ -149,7 +149,7 @@ func TestAttemptTimerFiringWithTheResponseIsATimeout(t *testing.T) {
 	})
 	tr := retry.NewTransport(base, retry.WithClock(clk), retry.WithAttemptTimeout(time.Second))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", "http://mem.test/", nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", "http://mem.test/", nil)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, "ok", readAll(t, resp), "the attempt that timed out was retried")
@@ -226,7 +226,7 @@ func TestAdaptiveTimeoutLearnsASlowdownAndARecovery(t *testing.T) {
 		})
 		var first retry.Attempt
 		tr := retry.NewTransport(base, retry.WithAdaptiveTimeout(retry.AdaptiveTimeout{}), retry.WithBudget(nil),
-			retry.WithOnAttempt(func(a retry.Attempt) {
+			onAttempt(func(a retry.Attempt) {
 				if a.Number == 1 {
 					first = a
 				}

@@ -26,7 +26,7 @@ type Trace struct {
 	AttemptEnd func(ctx context.Context, n int, resp *http.Response, err error)
 	// Decided is called with the loop's context after each attempt with
 	// what the loop made of it: a success, a retry after a delay, or the
-	// reason it stops (the Attempt WithOnAttempt also sees).
+	// reason it stops.
 	Decided func(ctx context.Context, a Attempt)
 	// Wait is called with the loop's context after the loop waited d
 	// before the next attempt, for cause: "backoff", "retry-after" (the
@@ -44,7 +44,7 @@ type Trace struct {
 
 // WithTrace installs t's hooks (see Trace). A nil t removes them.
 func WithTrace(t *Trace) Option {
-	return func(c *config) { c.trace = t }
+	return optionFunc(func(c *config) { c.trace = t })
 }
 
 // The trace's hooks, each a no-op on a nil Trace or a nil hook.

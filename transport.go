@@ -41,7 +41,7 @@ import (
 //
 // The caller's request is never modified. Bodies are replayed with GetBody,
 // or buffered while first sent up to WithBodyBufferLimit. Retried responses
-// are drained (up to WithDrainLimit, for a bounded time) and closed so their
+// are drained (up to 64 KiB, for at most a second) and closed so their
 // connections are reused. When retrying stops on a response, that response
 // is returned with its body intact and a nil error; WithReport tells why
 // retrying stopped. A transport failure ends in an *Error carrying the last
@@ -73,7 +73,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // (or a nil *http.Transport) means a clone of http.DefaultTransport. Unless
 // WithBudget is given, the Transport has a budget of its own,
 // DefaultBudget(); unless WithClassifier is given, transport errors are
-// classified with TransientOnly.
+// classified with IsTransient.
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if ht, ok := base.(*http.Transport); ok && ht == nil {
 		base = nil
@@ -89,7 +89,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		c.budget = DefaultBudget()
 	}
 	if !c.classifierSet {
-		c.classifier = TransientOnly
+		c.classifier = IsTransient
 	}
 	t := &Transport{base: base, cfg: c, bounded: boundsItself(base)}
 	if c.adaptive.measures() {

@@ -67,7 +67,7 @@ func TestGetRetries503UntilSuccess(t *testing.T) {
 	srv.body = []byte("hello")
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
@@ -116,7 +116,7 @@ func TestRetryAfterPastTheDeadlineHandsBackAtOnce(t *testing.T) {
 	client, _ := newClient(t, retry.WithClock(clk), retry.WithTotalTimeout(2*time.Second),
 		retry.WithMaxRetryAfter(2*time.Hour))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
@@ -132,7 +132,7 @@ func TestRetryAfterHeaderOverTheCapHandsBackAtOnce(t *testing.T) {
 	srv.headers[0] = http.Header{"Retry-After": {"3600"}}
 	client, _ := newClient(t, retry.WithClock(clk))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -175,7 +175,7 @@ func TestReportedKeyLetsTheCallerRepeatTheRequest(t *testing.T) {
 	srv := newScriptServer(t, 503, 503, 201)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithMaxAttempts(2))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", srv.URL, strings.NewReader("charge"))
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", srv.URL, strings.NewReader("charge"))
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -185,7 +185,7 @@ func TestReportedKeyLetsTheCallerRepeatTheRequest(t *testing.T) {
 	assert.Equal(t, srv.requests()[0].key, rep.IdempotencyKey)
 
 	// The caller repeats the same logical request later, with the reported key.
-	again, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", srv.URL, strings.NewReader("charge"))
+	again, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", srv.URL, strings.NewReader("charge"))
 	again.Header.Set("Idempotency-Key", rep.IdempotencyKey)
 	resp, err = client.Do(again)
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestReportedKeyLetsTheCallerRepeatTheRequest(t *testing.T) {
 	assert.Equal(t, reqs[0].key, reqs[2].key, "the repeat reaches the server as the same logical request")
 	assert.Equal(t, reqs[0].key, rep.IdempotencyKey, "a caller's key is reported as it is")
 
-	get, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "GET", srv.URL, nil)
+	get, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 	resp, err = client.Do(get)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -225,7 +225,7 @@ func TestCustomKeyHeader(t *testing.T) {
 		got.Store(r.Header.Get("X-Request-Key") + "|" + r.Header.Get("Idempotency-Key"))
 	}))
 	defer srv.Close()
-	client, _ := newClient(t, retry.WithIdempotencyKeyHeader("X-Request-Key"))
+	client, _ := newClient(t, retry.WithKeyHeader("X-Request-Key"))
 	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("x"))
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -237,7 +237,7 @@ func TestLargeBodyWithoutGetBodyIsSentOnce(t *testing.T) {
 	srv := newScriptServer(t, 503)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithBodyBufferLimit(100))
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "PUT", srv.URL,
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "PUT", srv.URL,
 		io.MultiReader(bytes.NewReader(make([]byte, 1000))))
 	resp, err := client.Do(req)
 	require.NoError(t, err)
@@ -265,7 +265,7 @@ func resetServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
 
 func TestPostResetAfterWriteRetriedOnlyWithKey(t *testing.T) {
 	srv, n := resetServer(t)
-	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutIdempotencyKeys())
+	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutKeys())
 	_, err := client.Post(srv.URL, "text/plain", strings.NewReader("charge"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, retry.ErrNotIdempotent)
@@ -284,9 +284,9 @@ func TestPostRefusedAtConnectIsRetriedEitherWay(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connections are refused
-	for _, opts := range [][]retry.Option{{retry.WithoutIdempotencyKeys()}, nil} {
+	for _, opts := range [][]retry.Option{{retry.WithoutKeys()}, nil} {
 		attempts := 0
-		opts = append(opts, retry.WithClock(newAutoClock()), retry.WithOnAttempt(func(retry.Attempt) { attempts++ }))
+		opts = append(opts, retry.WithClock(newAutoClock()), onAttempt(func(retry.Attempt) { attempts++ }))
 		client, _ := newClient(t, opts...)
 		_, err := client.Post("http://"+addr, "text/plain", strings.NewReader("x"))
 		require.Error(t, err)
@@ -336,9 +336,9 @@ func TestConflictRetriedOnlyWithKey(t *testing.T) {
 
 func TestUnkeyedPostIsNotRetriedOn503(t *testing.T) {
 	srv := newScriptServer(t, 503, 200)
-	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutIdempotencyKeys())
+	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithoutKeys())
 	var rep retry.Report
-	req, _ := http.NewRequestWithContext(retry.WithReport(context.Background(), &rep), "POST", srv.URL, strings.NewReader("x"))
+	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", srv.URL, strings.NewReader("x"))
 	resp, err := client.Do(req)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -350,7 +350,7 @@ func TestUnkeyedPostIsNotRetriedOn503(t *testing.T) {
 func TestErrorBodiesAreDrainedSoTheConnectionIsReused(t *testing.T) {
 	srv := newScriptServer(t, 503)
 	srv.body = bytes.Repeat([]byte("x"), 16<<10)
-	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithBudget(nil), retry.WithoutRideThrough())
+	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithBudget(nil), noRideThrough)
 	for range 5 {
 		resp, err := client.Get(srv.URL)
 		require.NoError(t, err)
@@ -411,7 +411,7 @@ func TestAttemptTimeoutAbandonsAHangingAttempt(t *testing.T) {
 	defer srv.Close()
 	attempts := make(chan retry.Attempt, 4)
 	client, _ := newClient(t, retry.WithClock(clk), retry.WithAttemptTimeout(time.Second),
-		retry.WithOnAttempt(func(a retry.Attempt) { attempts <- a }))
+		onAttempt(func(a retry.Attempt) { attempts <- a }))
 	done := make(chan *http.Response)
 	go func() {
 		resp, err := client.Get(srv.URL)

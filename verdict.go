@@ -53,7 +53,7 @@ func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	}
 	if o.retry && honourRetryAfter {
 		if v := resp.Header.Get("Retry-After"); v != "" {
-			if d, ok := ParseRetryAfter(v, rt.c.clock.Now()); ok {
+			if d, ok := parseRetryAfter(v, rt.c.clock.Now()); ok {
 				o.floor, o.hasFloor = d, true
 			}
 		}

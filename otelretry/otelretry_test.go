@@ -171,8 +171,8 @@ func TestRetriedTwiceThenSuccessful(t *testing.T) {
 func TestBudgetDenial(t *testing.T) {
 	h := newHarness()
 	srv := scripted(t, []int{503}, nil)
-	budget := retry.NewBudget(0, 0, retry.WithBudgetCapacity(1))
-	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBudget(budget), retry.WithoutRideThrough(),
+	budget := retry.NewBudget(0, 0, 1)
+	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBudget(budget), retry.WithRideThrough(retry.RideThrough{Off: true}),
 		retry.WithBackoff(retry.Constant(time.Millisecond)))
 	defer tr.CloseIdleConnections()
 	unregister, err := h.tel.ObserveBudget("dependency", budget)

@@ -1,4 +1,4 @@
-package retry_test
+package retry
 
 import (
 	"math"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/exactlyonce/retry"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -34,7 +32,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{strconv.FormatInt(math.MaxInt64/int64(time.Second)+1, 10), math.MaxInt64, true},
 	}
 	for _, tt := range tests {
-		d, ok := retry.ParseRetryAfter(tt.in, now)
+		d, ok := parseRetryAfter(tt.in, now)
 		assert.Equal(t, tt.ok, ok, "%q", tt.in)
 		assert.Equal(t, tt.want, d, "%q", tt.in)
 	}
@@ -46,7 +44,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 	}
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := retry.ParseRetryAfter(s, now)
+		d, ok := parseRetryAfter(s, now)
 		if !ok {
 			if d != 0 {
 				t.Fatalf("ParseRetryAfter(%q) = %v, false: a rejected value must be 0", s, d)
