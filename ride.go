@@ -25,6 +25,13 @@ import (
 // the same way the server asks (Retry-After), without spending the retry
 // budget or the attempt limit: the outcome is coming.
 //
+// Attempts sent before the outage is seen count as usual: a request that
+// spends all its attempts in the moment it takes to see it (eight failures
+// in a row, or a denied retry) fails with ErrAttemptsExhausted. With the
+// default full-jitter backoff that is rare (its first three waits must add
+// up to less than that moment); a backoff with a floor, such as
+// EqualJitter, rules it out.
+//
 // Independent failures (a brownout) do not mark a dependency down, and a
 // retry that succeeds earns its budget token back, so they are retried as
 // long as retries keep succeeding.

@@ -80,13 +80,13 @@ type Result struct {
 	Attempt int64
 }
 
-// Option configures a Runner.
-type Option func(*Runner)
+// RunnerOption configures a Runner.
+type RunnerOption func(*Runner)
 
 // WithLease sets how long an execution holds its key before a retry may take
 // it over (default DefaultLease). Every recovery point renews it. Values <= 0
 // are ignored.
-func WithLease(d time.Duration) Option {
+func WithLease(d time.Duration) RunnerOption {
 	return func(r *Runner) {
 		if d > 0 {
 			r.lease = d
@@ -96,7 +96,7 @@ func WithLease(d time.Duration) Option {
 
 // WithTTL sets how long a key and its outcome live from the first claim
 // (default DefaultTTL). Values <= 0 are ignored.
-func WithTTL(d time.Duration) Option {
+func WithTTL(d time.Duration) RunnerOption {
 	return func(r *Runner) {
 		if d > 0 {
 			r.ttl = d
@@ -107,7 +107,7 @@ func WithTTL(d time.Duration) Option {
 // WithClock sets the clock that times executions (for Retry-After hints) and,
 // when NewRunner makes the default MemoryStore, the clock of that store
 // (default: the system clock).
-func WithClock(c clock.Clock) Option {
+func WithClock(c clock.Clock) RunnerOption {
 	return func(r *Runner) {
 		if c != nil {
 			r.clock = c
@@ -132,10 +132,12 @@ type Runner struct {
 // NewRunner returns a Runner keeping its records in store. A nil store means a
 // new MemoryStore on the Runner's clock: fine for one process, lost on restart.
 // When store implements TxStore, every Work runs inside its transaction.
-func NewRunner(store Store, opts ...Option) *Runner {
+func NewRunner(store Store, opts ...RunnerOption) *Runner {
 	r := &Runner{clock: clock.New(), lease: DefaultLease, ttl: DefaultTTL}
 	for _, o := range opts {
-		o(r)
+		if o != nil {
+			o(r)
+		}
 	}
 	if store == nil {
 		store = NewMemoryStore(r.clock)
@@ -159,7 +161,7 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 //
 //   - the work ran and completed, or an earlier execution's outcome is
 //     replayed (Result.Replayed): Result, nil;
-//   - another execution holds the key: an *InProgressError (ErrInProgress);
+//   - another execution holds the key: an *InProgressError;
 //   - the key was used with another fingerprint: ErrFingerprintMismatch;
 //   - the work returned an error: that error (see Work), with the stored
 //     outcome in Result after Abort;

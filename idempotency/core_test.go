@@ -52,7 +52,8 @@ func TestDoInProgressRetryAfter(t *testing.T) {
 		_, err := e.runner.Do(ctx, req(key), nil)
 		var ip *idempotency.InProgressError
 		require.ErrorAs(t, err, &ip)
-		require.ErrorIs(t, err, idempotency.ErrInProgress)
+		var inProgress *idempotency.InProgressError
+		require.ErrorAs(t, err, &inProgress)
 		return ip.RetryAfter
 	}
 	// hold starts an execution of key that takes d (on the mock clock) once

@@ -2,6 +2,27 @@
 // work at most once to completion per (caller, key) and returns the stored
 // outcome to every repeat, so that a client may retry safely.
 //
+// # The life of one request
+//
+// Every request with a key goes through the same stages; the names that
+// belong to each are on its line.
+//
+//	claim (Runner.Do, Middleware)
+//	 ├─ new key ─────────► execute the Work (an *Execution, FromContext)
+//	 │                      ├─ Reject(err), or a 4xx before MarkStarted: nothing stored, key freed
+//	 │                      ├─ MarkStarted / Execution.Step: execution began, the outcome will be stored
+//	 │                      ├─ outcome (nil error): stored, with local writes (TxStore) ──► completed
+//	 │                      ├─ Abort(outcome, err): writes rolled back, outcome stored ──► completed
+//	 │                      └─ error after a Step: key kept; the next retry takes over
+//	 ├─ completed ───────► replay: Result.Replayed; HTTP: the stored response, Idempotent-Replayed: true
+//	 ├─ in progress ─────► *InProgressError with RetryAfter; HTTP 409 with Retry-After
+//	 ├─ other payload ───► ErrFingerprintMismatch; HTTP 422
+//	 └─ lease ran out ───► taken over: resumes after the last completed Step;
+//	                       the old holder's writes fail with ErrLeaseLost
+//
+// Records live for the TTL (WithTTL); StartSweeper (or Sweep) removes the
+// expired ones.
+//
 // # Core
 //
 // A Runner does the work. Runner.Do claims the key atomically in a Store,

@@ -6,10 +6,6 @@ import (
 	"time"
 )
 
-// ErrInProgress is matched (errors.Is) by the *InProgressError that
-// Runner.Do returns while another execution holds the key's lease.
-var ErrInProgress = errors.New("idempotency: key is in progress")
-
 // ErrFingerprintMismatch is returned by Runner.Do when the key was first used
 // with another request fingerprint. The stored outcome is never returned for a
 // different request.
@@ -36,7 +32,8 @@ var ErrRejected = errors.New("idempotency: rejected before execution began")
 // ErrAborted is matched (errors.Is) by every error made with Abort.
 var ErrAborted = errors.New("idempotency: aborted after execution began")
 
-// InProgressError says another execution holds the lease on the key.
+// InProgressError says another execution holds the lease on the key: the
+// outcome is coming, try again after RetryAfter. Find it with errors.As.
 type InProgressError struct {
 	// RetryAfter is a hint for when to try again: about how long the
 	// Runner's recent executions took (a smoothed mean plus twice the mean
@@ -52,9 +49,6 @@ type InProgressError struct {
 func (e *InProgressError) Error() string {
 	return fmt.Sprintf("idempotency: key is in progress; retry after %s", e.RetryAfter)
 }
-
-// Is reports whether target is ErrInProgress.
-func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
 // Reject marks err, returned by a Work, as a rejection before execution
 // began (a validation failure, say): nothing is stored, the key is released and

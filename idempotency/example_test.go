@@ -111,3 +111,28 @@ func ExampleMiddleware() {
 	// 422  {"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"This Idempotency-Key was used with a different request.","code":"idempotency_key_mismatch"}
 	// 400  {"type":"about:blank","title":"Bad Request","status":400,"detail":"This request needs an Idempotency-Key header.","code":"idempotency_key_missing"}
 }
+
+// A queue consumer runs each message once, keyed by its id: a redelivered
+// message gets the stored outcome instead of running again.
+func ExampleRunner_Do_queueConsumer() {
+	runner := idempotency.NewRunner(nil)
+	handled := 0
+	consume := func(msgID, body string) string {
+		res, err := runner.Do(context.Background(), idempotency.Request{Caller: "orders-queue", Key: msgID},
+			func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+				handled++
+				return []byte("shipped " + body), nil
+			})
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("%s (replayed: %t)", res.Response, res.Replayed)
+	}
+	fmt.Println(consume("msg-1", "order 42"))
+	fmt.Println(consume("msg-1", "order 42")) // the broker delivered it again
+	fmt.Println("handled", handled, "time")
+	// Output:
+	// shipped order 42 (replayed: false)
+	// shipped order 42 (replayed: true)
+	// handled 1 time
+}

@@ -65,7 +65,7 @@ func TestDoPausedHolderCannotCompleteALaterRecord(t *testing.T) {
 	require.ErrorIs(t, <-aDone, idempotency.ErrLeaseLost)
 	rec, err := e.store.Get(ctx, "consumer", "k")
 	require.NoError(t, err)
-	assert.Equal(t, idempotency.StatusInProgress, rec.Status, "A's outcome landed on C's record")
+	assert.Equal(t, idempotency.StateInProgress, rec.State, "A's outcome landed on C's record")
 	assert.Equal(t, "another request", rec.Fingerprint)
 
 	close(cWake)

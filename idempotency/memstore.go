@@ -86,7 +86,7 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 			Caller:      req.Caller,
 			Key:         req.Key,
 			Fingerprint: req.Fingerprint,
-			Status:      StatusInProgress,
+			State:       StateInProgress,
 			Attempt:     1,
 			Generation:  s.lastGen,
 			LockedUntil: now.Add(req.Lease),
@@ -100,7 +100,7 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 	switch {
 	case r.rec.Fingerprint != req.Fingerprint:
 		return Claim{Outcome: ClaimMismatch, Record: copyRecord(r.rec)}, nil
-	case r.rec.Status == StatusCompleted:
+	case r.rec.State == StateCompleted:
 		return Claim{Outcome: ClaimCompleted, Record: copyRecord(r.rec)}, nil
 	case r.rec.LockedUntil.After(now):
 		return Claim{Outcome: ClaimInProgress, Record: copyRecord(r.rec)}, nil
@@ -122,7 +122,7 @@ func (s *MemoryStore) SaveRecoveryPoint(ctx context.Context, f Fence, point stri
 // Complete implements Store.
 func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) error {
 	return s.write(ctx, f, func(r *memRecord, _ time.Time) {
-		r.rec.Status = StatusCompleted
+		r.rec.State = StateCompleted
 		r.rec.Response = bytes.Clone(response)
 		if r.rec.Response == nil {
 			r.rec.Response = []byte{}
@@ -206,7 +206,7 @@ func (s *MemoryStore) live(k memKey, now time.Time) *memRecord {
 // generation), or ErrLeaseLost. s.mu is held.
 func (s *MemoryStore) fenced(f Fence, now time.Time) (*memRecord, error) {
 	r := s.live(memKey{f.Caller, f.Key}, now)
-	if r == nil || r.rec.Generation != f.Generation || r.rec.Attempt != f.Attempt || r.rec.Status != StatusInProgress {
+	if r == nil || r.rec.Generation != f.Generation || r.rec.Attempt != f.Attempt || r.rec.State != StateInProgress {
 		return nil, ErrLeaseLost
 	}
 	return r, nil

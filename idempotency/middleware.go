@@ -29,16 +29,23 @@ type CallerFunc func(r *http.Request) (string, error)
 // keys.
 func SingleTenant(*http.Request) (string, error) { return "", nil }
 
-// HTTPOption configures the Middleware.
-type HTTPOption func(*middleware)
+// MiddlewareOption configures the Middleware.
+type MiddlewareOption interface {
+	applyMiddleware(*middleware)
+}
+
+// middlewareOption makes a func a MiddlewareOption.
+type middlewareOption func(*middleware)
+
+func (f middlewareOption) applyMiddleware(m *middleware) { f(m) }
 
 // WithKeyHeader sets the header carrying the key (default "Idempotency-Key").
-func WithKeyHeader(name string) HTTPOption {
-	return func(m *middleware) {
+func WithKeyHeader(name string) MiddlewareOption {
+	return middlewareOption(func(m *middleware) {
 		if name != "" {
 			m.header = textproto.CanonicalMIMEHeaderKey(name)
 		}
-	}
+	})
 }
 
 // WithRequiredMethods sets the methods whose requests must carry a key
@@ -46,36 +53,36 @@ func WithKeyHeader(name string) HTTPOption {
 // unsafe method (PUT, DELETE, ...) are deduplicated when they carry a key and
 // pass through otherwise. Safe methods (GET, HEAD, OPTIONS, TRACE) always pass
 // through untouched.
-func WithRequiredMethods(methods ...string) HTTPOption {
-	return func(m *middleware) {
+func WithRequiredMethods(methods ...string) MiddlewareOption {
+	return middlewareOption(func(m *middleware) {
 		m.required = make(map[string]bool, len(methods))
 		for _, method := range methods {
 			m.required[method] = true
 		}
-	}
+	})
 }
 
 // WithMaxRequestBody sets the largest request body the Middleware reads to
 // fingerprint (default DefaultMaxRequestBody). A larger body gets 413 and the
 // handler does not run. Values <= 0 are ignored.
-func WithMaxRequestBody(n int64) HTTPOption {
-	return func(m *middleware) {
+func WithMaxRequestBody(n int64) MiddlewareOption {
+	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxRequest = n
 		}
-	}
+	})
 }
 
 // WithMaxResponseBody sets the largest response stored (default
 // DefaultMaxResponseBody), counting everything stored: the status, the
 // header and the body. See Middleware for what happens to a larger one.
 // Values <= 0 are ignored.
-func WithMaxResponseBody(n int) HTTPOption {
-	return func(m *middleware) {
+func WithMaxResponseBody(n int) MiddlewareOption {
+	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxResponse = n
 		}
-	}
+	})
 }
 
 type middleware struct {
@@ -158,12 +165,12 @@ type middleware struct {
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
 // idempotency_lease_lost): a retry gets the newer attempt's outcome.
-func Middleware(r *Runner, caller CallerFunc, opts ...HTTPOption) func(http.Handler) http.Handler {
-	if r == nil || caller == nil {
+func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+	if runner == nil || caller == nil {
 		panic("idempotency: Middleware needs a Runner and a CallerFunc")
 	}
 	m := &middleware{
-		runner:      r,
+		runner:      runner,
 		caller:      caller,
 		header:      "Idempotency-Key",
 		required:    map[string]bool{http.MethodPost: true, http.MethodPatch: true},
@@ -171,7 +178,9 @@ func Middleware(r *Runner, caller CallerFunc, opts ...HTTPOption) func(http.Hand
 		maxResponse: DefaultMaxResponseBody,
 	}
 	for _, o := range opts {
-		o(m)
+		if o != nil {
+			o.applyMiddleware(m)
+		}
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{m: m, next: next}
@@ -259,7 +268,7 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 		rec.writeTo(w)
 	case errors.Is(err, ErrAborted) && res.Response != nil:
 		_ = writeStored(w, res.Response, false)
-	case errors.Is(err, ErrInProgress):
+	case errors.As(err, new(*InProgressError)):
 		writeProblem(w, http.StatusConflict, CodeInProgress,
 			"A request with this "+h.m.header+" is still being processed; retry later.", retryAfter(err))
 	case errors.Is(err, ErrFingerprintMismatch):

@@ -190,7 +190,8 @@ func TestExtendRenewsLease(t *testing.T) {
 	<-step
 	e.clock.Add(testLease - time.Second) // past the first lease, within the renewed one
 	_, err := e.runner.Do(ctx, req("k"), nil)
-	require.ErrorIs(t, err, idempotency.ErrInProgress)
+	var inProgress *idempotency.InProgressError
+	require.ErrorAs(t, err, &inProgress)
 	e.clock.Add(2 * time.Second)
 	_, err = e.runner.Do(ctx, req("k"), func(context.Context, *idempotency.Execution) ([]byte, error) {
 		return []byte("taken"), nil

@@ -6,22 +6,22 @@ import (
 	"time"
 )
 
-// Status is the state of an idempotency record.
-type Status int
+// State is where an idempotency record stands: in progress or completed.
+type State int
 
 const (
-	// StatusInProgress means an execution holds (or held) the lease and has not completed.
-	StatusInProgress Status = iota + 1
-	// StatusCompleted means the outcome is stored and is replayed to every repeat.
-	StatusCompleted
+	// StateInProgress means an execution holds (or held) the lease and has not completed.
+	StateInProgress State = iota + 1
+	// StateCompleted means the outcome is stored and is replayed to every repeat.
+	StateCompleted
 )
 
 // String returns "in_progress" or "completed".
-func (s Status) String() string {
+func (s State) String() string {
 	switch s {
-	case StatusInProgress:
+	case StateInProgress:
 		return "in_progress"
-	case StatusCompleted:
+	case StateCompleted:
 		return "completed"
 	default:
 		return "unknown"
@@ -34,7 +34,7 @@ type Record struct {
 	Caller      string
 	Key         string
 	Fingerprint string
-	Status      Status
+	State       State
 	// Attempt counts the executions of this record: 1 when created,
 	// incremented by every takeover of a stale lease. Every write after a
 	// claim is conditional on it (and on Generation).
@@ -52,7 +52,7 @@ type Record struct {
 	RecoveryPoint string
 	// RecoveryData is opaque state saved with the recovery point (step results).
 	RecoveryData []byte
-	// Response is the opaque encoded outcome, set when Status is StatusCompleted.
+	// Response is the opaque encoded outcome, set when State is StateCompleted.
 	Response  []byte
 	CreatedAt time.Time
 	ExpiresAt time.Time

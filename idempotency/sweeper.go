@@ -68,7 +68,7 @@ func StartSweeper(store Store, cfg SweeperConfig) *Sweeper {
 			case <-ctx.Done():
 				return
 			case <-ticker.C:
-				n, err := SweepOnce(ctx, store, cfg.Batch)
+				n, err := Sweep(ctx, store, cfg.Batch)
 				if ctx.Err() != nil {
 					return
 				}
@@ -88,9 +88,9 @@ func (s *Sweeper) Stop() {
 	<-s.done
 }
 
-// SweepOnce removes every expired record from store, batch (<= 0: all at
+// Sweep removes every expired record from store, batch (<= 0: all at
 // once) at a time, and returns how many it removed.
-func SweepOnce(ctx context.Context, store Store, batch int) (int, error) {
+func Sweep(ctx context.Context, store Store, batch int) (int, error) {
 	total := 0
 	for {
 		n, err := store.DeleteExpired(ctx, batch)

@@ -74,9 +74,9 @@ func TestSweeperStopCancelsSweep(t *testing.T) {
 	s.Stop() // returns only once the goroutine ended; goleak checks the rest
 }
 
-func TestSweepOnce(t *testing.T) {
+func TestSweep(t *testing.T) {
 	t.Parallel()
-	n, err := idempotency.SweepOnce(context.Background(), failingSweep{}, 10)
+	n, err := idempotency.Sweep(context.Background(), failingSweep{}, 10)
 	assert.Equal(t, 3, n)
 	assert.ErrorIs(t, err, errStoreDown)
 }

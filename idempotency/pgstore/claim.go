@@ -47,7 +47,7 @@ func outcome(claimed bool, rec idempotency.Record, fingerprint string) idempoten
 		return idempotency.ClaimTakenOver
 	case rec.Fingerprint != fingerprint:
 		return idempotency.ClaimMismatch
-	case rec.Status == idempotency.StatusCompleted:
+	case rec.State == idempotency.StateCompleted:
 		return idempotency.ClaimCompleted
 	default:
 		return idempotency.ClaimInProgress

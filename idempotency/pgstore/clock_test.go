@@ -78,6 +78,6 @@ func TestSweepRacesClaims(t *testing.T) {
 	for i := range keys {
 		g, err := s.Get(ctx, "alice", fmt.Sprint("k", i))
 		require.NoError(t, err)
-		assert.Equal(t, idempotency.StatusInProgress, g.Status)
+		assert.Equal(t, idempotency.StateInProgress, g.State)
 	}
 }

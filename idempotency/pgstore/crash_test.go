@@ -272,7 +272,7 @@ func TestPausedHolderCannotOverwrite(t *testing.T) {
 	assert.True(t, replay.replayed)
 	var status int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT status FROM "+table(schema, "idempotency_keys")).Scan(&status))
-	assert.Equal(t, int(idempotency.StatusCompleted), status)
+	assert.Equal(t, int(idempotency.StateCompleted), status)
 }
 
 // A relay process is killed with SIGKILL in the middle of a batch (its

@@ -93,7 +93,7 @@ func TestClientDisconnectBetweenWrites(t *testing.T) {
 	// The first attempt finishes on its own; its record tells when.
 	waitFor(t, func() bool {
 		rec, err := s.Get(context.Background(), "", "transfer-1")
-		return err == nil && rec.Status == idempotency.StatusCompleted
+		return err == nil && rec.State == idempotency.StateCompleted
 	})
 	res, err := send(context.Background())
 	require.NoError(t, err)

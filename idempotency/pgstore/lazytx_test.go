@@ -129,7 +129,7 @@ func TestLazyTxFailedFirstStatement(t *testing.T) {
 		assert.NotErrorIs(t, err, idempotency.ErrLeaseLost)
 		g, err := s.Get(ctx, "alice", how)
 		require.NoError(t, err)
-		assert.Equal(t, idempotency.StatusInProgress, g.Status)
+		assert.Equal(t, idempotency.StateInProgress, g.State)
 	}
 	// The pool still works.
 	require.NoError(t, s.Pool().Ping(ctx))
@@ -241,7 +241,7 @@ func TestLazyTxEveryFailureCounts(t *testing.T) {
 				assert.False(t, written(t, s.Pool(), schema, key+"-after"))
 				g, err := s.Get(context.Background(), "alice", key)
 				require.NoError(t, err)
-				assert.Equal(t, idempotency.StatusInProgress, g.Status)
+				assert.Equal(t, idempotency.StateInProgress, g.State)
 			})
 		}
 	}

@@ -6,7 +6,14 @@ import (
 )
 
 // Option configures a Store.
-type Option func(*config)
+type Option interface {
+	apply(*config)
+}
+
+// optionFunc makes a func an Option.
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	schema string
@@ -16,7 +23,7 @@ type config struct {
 // WithSchema sets the schema holding the store's tables (default DefaultSchema).
 // The schema must have been prepared with Migrate.
 func WithSchema(schema string) Option {
-	return func(c *config) { c.schema = schema }
+	return optionFunc(func(c *config) { c.schema = schema })
 }
 
 // WithTimeShift is test support: every time the store reads from the database
@@ -24,7 +31,7 @@ func WithSchema(schema string) Option {
 // lease or an expiry without waiting. Several stores may share one TimeShift.
 // Production code never needs it.
 func WithTimeShift(ts *TimeShift) Option {
-	return func(c *config) { c.shift = ts }
+	return optionFunc(func(c *config) { c.shift = ts })
 }
 
 // TimeShift is test support: an offset added to the database clock (now()) by

@@ -36,7 +36,10 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	}
 	c := config{schema: DefaultSchema}
 	for _, o := range opts {
-		o(&c)
+		if o == nil {
+			continue
+		}
+		o.apply(&c)
 	}
 	if c.schema == "" {
 		return nil, errors.New("pgstore: empty schema name")
@@ -104,6 +107,6 @@ func scanRecord(row pgx.Row, lead ...any) (idempotency.Record, error) {
 	err := row.Scan(append(lead, &caller, &key, &fingerprint, &status, &r.Attempt, &r.Generation, &r.LockedUntil,
 		&point, &r.RecoveryData, &r.Response, &r.CreatedAt, &r.ExpiresAt)...)
 	r.Caller, r.Key, r.Fingerprint, r.RecoveryPoint = string(caller), string(key), string(fingerprint), string(point)
-	r.Status = idempotency.Status(status)
+	r.State = idempotency.State(status)
 	return r, err
 }

@@ -47,16 +47,16 @@ func (w *Sweeper) Run(ctx context.Context) error {
 		interval = time.Minute
 	}
 	return every(ctx, interval, func(ctx context.Context) bool {
-		if _, err := w.SweepOnce(ctx); err != nil && ctx.Err() == nil && w.OnError != nil {
+		if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil && w.OnError != nil {
 			w.OnError(err)
 		}
 		return false
 	})
 }
 
-// SweepOnce deletes expired records (and old delivered outbox messages) in
+// Sweep deletes expired records (and old delivered outbox messages) in
 // batches until a batch comes back short, and returns how many rows it deleted.
-func (w *Sweeper) SweepOnce(ctx context.Context) (int, error) {
+func (w *Sweeper) Sweep(ctx context.Context) (int, error) {
 	batch := w.Batch
 	if batch <= 0 {
 		batch = 1000

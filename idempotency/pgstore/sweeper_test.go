@@ -34,7 +34,7 @@ func TestSweepersConcurrent(t *testing.T) {
 	for range 4 {
 		w := &pgstore.Sweeper{Store: s, Batch: 16}
 		wg.Go(func() {
-			n, err := w.SweepOnce(ctx)
+			n, err := w.Sweep(ctx)
 			assert.NoError(t, err)
 			deleted.Add(int64(n))
 		})

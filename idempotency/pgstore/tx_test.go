@@ -46,7 +46,7 @@ func TestTxLocalWriteCommitsWithResponse(t *testing.T) {
 	assert.True(t, written(t, s.Pool(), schema, "order-1"))
 	g, err := s.Get(ctx, "alice", "k")
 	require.NoError(t, err)
-	assert.Equal(t, idempotency.StatusCompleted, g.Status)
+	assert.Equal(t, idempotency.StateCompleted, g.State)
 	assert.Equal(t, "created order-1", string(g.Response))
 }
 
@@ -73,7 +73,7 @@ func TestTxLostLeaseRollsBackLocalWrite(t *testing.T) {
 	assert.Zero(t, outboxCount(t, s, schema), "outbox message must roll back")
 	g, err := s.Get(ctx, "alice", "k")
 	require.NoError(t, err)
-	assert.Equal(t, idempotency.StatusInProgress, g.Status)
+	assert.Equal(t, idempotency.StateInProgress, g.State)
 	assert.Equal(t, cur.Attempt, g.Attempt)
 	assert.Empty(t, g.Response)
 
@@ -131,7 +131,7 @@ func TestTxAbortedByHandlerError(t *testing.T) {
 	assert.False(t, written(t, s.Pool(), schema, "dup"))
 	g, err := s.Get(ctx, "alice", "k")
 	require.NoError(t, err)
-	assert.Equal(t, idempotency.StatusInProgress, g.Status)
+	assert.Equal(t, idempotency.StateInProgress, g.State)
 	require.NoError(t, s.Complete(ctx, fenceOf(r), []byte("done")))
 }
 

@@ -52,7 +52,7 @@ func wantNotFound(t *testing.T, s idempotency.Store, caller, key string) {
 	t.Helper()
 	r, err := s.Get(context.Background(), caller, key)
 	if !errors.Is(err, idempotency.ErrNotFound) {
-		t.Fatalf("Get(%s, %s) = status %s attempt %d, %v; want ErrNotFound", short(caller), short(key), r.Status, r.Attempt, err)
+		t.Fatalf("Get(%s, %s) = status %s attempt %d, %v; want ErrNotFound", short(caller), short(key), r.State, r.Attempt, err)
 	}
 }
 
@@ -103,8 +103,8 @@ func outcomeName(o idempotency.ClaimOutcome) string {
 // sameState reports the first difference in the fields a write can change.
 func sameState(a, b idempotency.Record) string {
 	switch {
-	case a.Status != b.Status:
-		return fmt.Sprintf("Status %s != %s", a.Status, b.Status)
+	case a.State != b.State:
+		return fmt.Sprintf("Status %s != %s", a.State, b.State)
 	case a.Attempt != b.Attempt:
 		return fmt.Sprintf("Attempt %d != %d", a.Attempt, b.Attempt)
 	case a.Generation != b.Generation:
@@ -138,8 +138,8 @@ func testClaimCreates(t *testing.T, h Harness) {
 	if r.Caller != "alice" || r.Key != "k1" || r.Fingerprint != "fp1" {
 		t.Fatalf("record identity = (%q, %q, %q), want (alice, k1, fp1)", r.Caller, r.Key, r.Fingerprint)
 	}
-	if r.Status != idempotency.StatusInProgress || r.Attempt != 1 {
-		t.Fatalf("new record: Status %s Attempt %d, want in_progress 1", r.Status, r.Attempt)
+	if r.State != idempotency.StateInProgress || r.Attempt != 1 {
+		t.Fatalf("new record: Status %s Attempt %d, want in_progress 1", r.State, r.Attempt)
 	}
 	if r.Generation == 0 {
 		t.Fatal("new record has Generation 0")
@@ -216,15 +216,15 @@ func testCompleteThenReplay(t *testing.T, h Harness) {
 	r := claim(t, h.Store, claimReq("alice", "k1", "fp1"), idempotency.ClaimCreated)
 	noErr(t, "Complete", h.Store.Complete(ctx, fence(r), []byte("outcome")))
 	got := claim(t, h.Store, claimReq("alice", "k1", "fp1"), idempotency.ClaimCompleted)
-	if got.Status != idempotency.StatusCompleted || string(got.Response) != "outcome" {
-		t.Fatalf("completed claim: Status %s Response %q, want completed %q", got.Status, got.Response, "outcome")
+	if got.State != idempotency.StateCompleted || string(got.Response) != "outcome" {
+		t.Fatalf("completed claim: Status %s Response %q, want completed %q", got.State, got.Response, "outcome")
 	}
 	if !near(got.ExpiresAt, r.ExpiresAt) {
 		t.Fatalf("Complete moved ExpiresAt from %v to %v", r.ExpiresAt, got.ExpiresAt)
 	}
 	g := get(t, h.Store, "alice", "k1")
-	if g.Status != idempotency.StatusCompleted || string(g.Response) != "outcome" {
-		t.Fatalf("Get after Complete: Status %s Response %q", g.Status, g.Response)
+	if g.State != idempotency.StateCompleted || string(g.Response) != "outcome" {
+		t.Fatalf("Get after Complete: Status %s Response %q", g.State, g.Response)
 	}
 	// An empty outcome is still an outcome.
 	r2 := claim(t, h.Store, claimReq("alice", "k2", "fp1"), idempotency.ClaimCreated)
@@ -270,8 +270,8 @@ func testTakeoverAfterLease(t *testing.T, h Harness) {
 	if n.Attempt != 2 || n.Generation != r.Generation {
 		t.Fatalf("takeover Attempt %d Generation %d, want 2 and the record's %d", n.Attempt, n.Generation, r.Generation)
 	}
-	if n.Status != idempotency.StatusInProgress || n.RecoveryPoint != "charged" || string(n.RecoveryData) != "ch_123" {
-		t.Fatalf("takeover lost state: Status %s point %q data %q", n.Status, n.RecoveryPoint, n.RecoveryData)
+	if n.State != idempotency.StateInProgress || n.RecoveryPoint != "charged" || string(n.RecoveryData) != "ch_123" {
+		t.Fatalf("takeover lost state: Status %s point %q data %q", n.State, n.RecoveryPoint, n.RecoveryData)
 	}
 	if !near(n.ExpiresAt, r.ExpiresAt) {
 		t.Fatalf("takeover moved ExpiresAt from %v to %v", r.ExpiresAt, n.ExpiresAt)
@@ -423,7 +423,7 @@ func testExpiry(t *testing.T, h Harness) {
 	wantNotFound(t, h.Store, "alice", "open")
 	for _, key := range []string{"done", "open"} {
 		n := claim(t, h.Store, claimReq("alice", key, "other"), idempotency.ClaimCreated)
-		if n.Attempt != 1 || n.Status != idempotency.StatusInProgress || len(n.Response) != 0 || n.RecoveryPoint != "" {
+		if n.Attempt != 1 || n.State != idempotency.StateInProgress || len(n.Response) != 0 || n.RecoveryPoint != "" {
 			t.Fatalf("claim of expired key %q: %+v", key, n)
 		}
 	}
@@ -498,7 +498,7 @@ func testTenantIsolation(t *testing.T, h Harness) {
 	claim(t, h.Store, claimReq("a", "b\x00c", "fp"), idempotency.ClaimCreated)
 
 	noErr(t, "Complete alice", h.Store.Complete(ctx, fence(a), []byte("for alice")))
-	if g := get(t, h.Store, "bob", "shared"); g.Status != idempotency.StatusInProgress || len(g.Response) != 0 {
+	if g := get(t, h.Store, "bob", "shared"); g.State != idempotency.StateInProgress || len(g.Response) != 0 {
 		t.Fatalf("alice's completion leaked into bob's record: %+v", g)
 	}
 	noErr(t, "Complete bob", h.Store.Complete(ctx, fence(b), []byte("for bob")))

@@ -96,7 +96,7 @@ func testTxRollback(t *testing.T, h Harness) {
 	noErr(t, "Rollback", tx.Rollback(ctx))
 	wantWritten(t, h, "w1", false)
 	// The record is untouched and still owned: a plain Complete works.
-	if g := get(t, ts, "alice", "k1"); g.Status != idempotency.StatusInProgress || g.Attempt != 1 {
+	if g := get(t, ts, "alice", "k1"); g.State != idempotency.StateInProgress || g.Attempt != 1 {
 		t.Fatalf("after Rollback: %+v", g)
 	}
 	noErr(t, "Complete after Rollback", ts.Complete(ctx, fence(r), []byte("ok")))
@@ -132,8 +132,8 @@ func testTxFailedStatementRollsBack(t *testing.T, h Harness) {
 	// Nothing was stored, and the record is still owned: the execution may
 	// still give up the key (or, here, complete without the transaction).
 	g := get(t, ts, "alice", "k1")
-	if g.Status != idempotency.StatusInProgress || g.Attempt != r.Attempt || len(g.Response) != 0 {
-		t.Fatalf("after a refused Complete: status %s attempt %d response %q", g.Status, g.Attempt, g.Response)
+	if g.State != idempotency.StateInProgress || g.Attempt != r.Attempt || len(g.Response) != 0 {
+		t.Fatalf("after a refused Complete: status %s attempt %d response %q", g.State, g.Attempt, g.Response)
 	}
 	noErr(t, "Release after a refused Complete", ts.Release(ctx, fence(r)))
 }
