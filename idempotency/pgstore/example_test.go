@@ -3,9 +3,11 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
-	"os"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/exactlyonce/retry/idempotency"
@@ -15,19 +17,23 @@ import (
 
 // An order service: the idempotency middleware over a PostgreSQL store, a
 // handler whose own writes and follow-on message commit with the stored
-// response, a relay delivering the messages, and a sweeper. (It needs a
-// database, so it is compiled but not run.)
+// response, a relay delivering the messages, and a sweeper. A retry of the
+// same request gets the stored response, and the order is written once.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, dsn()) // for example os.Getenv("DATABASE_URL")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if err := pgstore.Migrate(ctx, pool, "exactlyonce"); err != nil {
+	const schema = "exactlyonce_example"
+	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") // a fresh start for the example
+	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
 		log.Fatal(err)
 	}
-	store, err := pgstore.New(pool, pgstore.WithSchema("exactlyonce"))
+	_, _ = pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id bigserial PRIMARY KEY, sku text NOT NULL)")
+	store, err := pgstore.New(pool, pgstore.WithSchema(schema))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +43,7 @@ func Example() {
 		idempotency.MarkStarted(ctx)
 		tx, _ := pgstore.TxFrom(ctx) // committed with the stored response
 		var id int64
-		if err := tx.QueryRow(ctx, "INSERT INTO orders (sku) VALUES ('book') RETURNING id").Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, "INSERT INTO "+schema+".orders (sku) VALUES ('book') RETURNING id").Scan(&id); err != nil {
 			http.Error(w, "cannot store the order", http.StatusInternalServerError)
 			return
 		}
@@ -50,34 +56,85 @@ func Example() {
 	})
 	runner := idempotency.NewRunner(store)
 	caller := func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
-	http.Handle("POST /orders", idempotency.Middleware(runner, caller)(createOrder))
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", idempotency.Middleware(runner, caller)(createOrder))
+	server := httptest.NewServer(mux) // or http.ListenAndServe
+	defer server.Close()
 
-	// Deliver follow-on messages at least once; the id is stable, so the
-	// consumer deduplicates with key = message id.
+	// Expired keys and old delivered messages go in the background.
+	sweeper := &pgstore.Sweeper{Store: store, Interval: 10 * time.Minute, OutboxRetention: 7 * 24 * time.Hour}
+	sweepCtx, stopSweeper := context.WithCancel(ctx)
+	defer stopSweeper()
+	go func() { _ = sweeper.Run(sweepCtx) }()
+
+	for range 2 { // the request and its retry
+		req, _ := http.NewRequest("POST", server.URL+"/orders", strings.NewReader("sku=book"))
+		req.Header.Set("X-Tenant", "shop-1")
+		req.Header.Set("Idempotency-Key", `"order-7"`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get(idempotency.ReplayedHeader) == "true")
+	}
+
+	// Deliver follow-on messages at least once; the id is stable, so a
+	// consumer deduplicates with key = message id (see Relay).
 	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
-		log.Printf("publish %s %s %s", m.ID, m.Topic, m.Payload)
+		fmt.Println("publish", m.Topic, string(m.Payload))
 		return nil
 	}}
-	go func() { _ = relay.Run(ctx) }()
-	sweeper := &pgstore.Sweeper{Store: store, Interval: 10 * time.Minute, OutboxRetention: 7 * 24 * time.Hour}
-	go func() { _ = sweeper.Run(ctx) }()
-
-	log.Fatal(http.ListenAndServe("127.0.0.1:8080", nil))
+	if _, err := relay.RunOnce(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 201 {"id":1} replayed: false
+	// 201 {"id":1} replayed: true
+	// publish order.created {"id":1}
 }
 
 // A consumer of outbox messages runs each message once, with the message id
 // as its idempotency key, however often the relay delivers it.
 func ExampleRelay_consumer() {
 	ctx := context.Background()
-	var store *pgstore.Store // as in the package example
+	pool, err := pgxpool.New(ctx, dsn())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	const schema = "exactlyonce_example_relay"
+	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
+		log.Fatal(err)
+	}
+	store, _ := pgstore.New(pool, pgstore.WithSchema(schema))
+	if _, err := store.Enqueue(ctx, pool, "order.created", []byte(`{"id":1}`)); err != nil {
+		log.Fatal(err)
+	}
+
 	consumer := idempotency.NewRunner(idempotency.NewMemoryStore(nil))
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
-		_, err := consumer.Do(ctx, idempotency.Request{Caller: m.Topic, Key: m.ID},
+	deliver := func(ctx context.Context, m pgstore.Message) error {
+		res, err := consumer.Do(ctx, idempotency.Request{Caller: m.Topic, Key: m.ID},
 			func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
-				log.Printf("send the confirmation email for %s", m.Payload)
-				return nil, nil
+				fmt.Printf("send the confirmation email for %s\n", m.Payload)
+				return []byte("sent"), nil
 			})
+		if err == nil && res.Replayed {
+			fmt.Println("a repeat delivery: already sent")
+		}
 		return err
+	}
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+		_ = deliver(ctx, m) // a delivery whose acknowledgement is lost...
+		return deliver(ctx, m) // ...is delivered again
 	}}
-	_, _ = relay.RunOnce(ctx)
+	if _, err := relay.RunOnce(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// send the confirmation email for {"id":1}
+	// a repeat delivery: already sent
 }
