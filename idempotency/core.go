@@ -126,7 +126,8 @@ type Runner struct {
 	lease time.Duration
 	ttl   time.Duration
 	// times learns how long executions take, for Retry-After hints.
-	times executionTimes
+	times    executionTimes
+	observer Observer
 }
 
 // NewRunner returns a Runner keeping its records in store. A nil store means a
@@ -203,20 +204,38 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		}
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("idempotency: claim: %w", err)
+		err = fmt.Errorf("idempotency: claim: %w", err)
+		r.observe(ctx, OutcomeFailed, req.Caller, req.Key, 0, err)
+		return Result{}, err
 	}
+	return r.claimed(ctx, c, claimed, work, OutcomeExecuted)
+}
+
+// claimed answers a claim: it replays, refuses or runs work; executed is
+// the outcome to report when the work runs on a new claim.
+func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work Work, executed Outcome) (res Result, err error) {
+	rec := &c.Record
+	out := executed
 	switch c.Outcome {
 	case ClaimCompleted:
-		return Result{Response: c.Record.Response, Replayed: true, Attempt: c.Record.Attempt}, nil
+		out, res = OutcomeReplayed, Result{Response: rec.Response, Replayed: true, Attempt: rec.Attempt}
 	case ClaimInProgress:
-		return Result{}, &InProgressError{RetryAfter: r.retryAfter(c.Record.LockedUntil)}
+		out, err = OutcomeInProgress, &InProgressError{RetryAfter: r.retryAfter(rec.LockedUntil)}
 	case ClaimMismatch:
-		return Result{}, ErrFingerprintMismatch
+		out, err = OutcomeMismatch, ErrFingerprintMismatch
 	case ClaimCreated, ClaimTakenOver:
-		return r.execute(ctx, c, claimed, work)
+		if c.Outcome == ClaimTakenOver && executed == OutcomeExecuted {
+			out = OutcomeTakenOver
+		}
+		res, err = r.execute(ctx, c, claimed, work)
+		if errors.Is(err, ErrRejected) {
+			out = OutcomeRejected
+		}
 	default:
-		return Result{}, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
+		out, err = OutcomeFailed, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
 	}
+	r.observe(ctx, out, rec.Caller, rec.Key, rec.Attempt, err)
+	return res, err
 }
 
 // execute runs work for the execution that owns c, claimed at claimed.
