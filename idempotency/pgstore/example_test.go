@@ -128,7 +128,7 @@ func ExampleRelay_consumer() {
 		return err
 	}
 	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
-		_ = deliver(ctx, m) // a delivery whose acknowledgement is lost...
+		_ = deliver(ctx, m)    // a delivery whose acknowledgement is lost...
 		return deliver(ctx, m) // ...is delivered again
 	}}
 	if _, err := relay.RunOnce(ctx); err != nil {
