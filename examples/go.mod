@@ -5,7 +5,26 @@ go 1.26.0
 require (
 	github.com/exactlyonce/retry v0.0.0
 	github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
+	github.com/exactlyonce/retry/otelretry v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
+	go.opentelemetry.io/otel/sdk v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 require (
@@ -22,4 +41,5 @@ require (
 replace (
 	github.com/exactlyonce/retry => ../
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
+	github.com/exactlyonce/retry/otelretry => ../otelretry
 )

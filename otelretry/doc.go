@@ -22,6 +22,15 @@
 //	client := &http.Client{Transport: retry.NewTransport(base, otelretry.New(otelretry.WithoutAttemptSpans()).Option())}
 //
 // (otelhttp above the retry Transport would make one span for all the
-// attempts of a request and hide them.) The metrics, their units and
-// attributes are listed in the module's README.
+// attempts of a request and hide them.)
+//
+// On the server, a Runner with tel.RunnerOption() counts what became of each
+// keyed request (executed, replayed, in progress, ...) and, behind
+// otelhttp's Handler, records it on the request's server span:
+//
+//	runner := idempotency.NewRunner(store, tel.RunnerOption())
+//	handler := otelhttp.NewHandler(idempotency.Middleware(runner, callerOf)(app), "payments")
+//
+// The spans, metrics, their units and attributes are listed in the module's
+// README.
 package otelretry

@@ -3,6 +3,7 @@ module github.com/exactlyonce/retry/otelretry
 go 1.26.0
 
 require (
+	github.com/benbjohnson/clock v1.3.5
 	github.com/exactlyonce/retry v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -15,7 +16,6 @@ require (
 )
 
 require (
-	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

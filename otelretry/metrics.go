@@ -23,8 +23,9 @@ const (
 
 // Attribute keys of ours.
 const (
-	// AttrOutcome is an attempt's outcome ("success" or "failure"), or an
-	// idempotent execution's ("executed", "replayed", ...).
+	// AttrOutcome is an attempt's outcome: "success" or "failure". (What
+	// became of a keyed request on the server is
+	// exactlyonce.idempotency.outcome: see Telemetry.Observer.)
 	AttrOutcome = attribute.Key("exactlyonce.outcome")
 	// AttrReason is why a loop stopped without success: "attempts_exhausted",
 	// "deadline", "budget_denied", "permanent", "cancelled", "pushback",
@@ -63,7 +64,7 @@ func newInstruments(m metric.Meter) instruments {
 		giveUps:  counter(MetricGiveUps, "{request}", "Logical requests that stopped without success, by reason."),
 		denials:  counter(MetricBudgetDenials, "{retry}", "Retries the retry budget denied."),
 		hedges:   counter(MetricHedges, "{hedge}", "Hedges sent, by whether they won."),
-		outcomes: counter(MetricOutcomes, "{request}", "Idempotent executions, by outcome."),
+		outcomes: counter(MetricOutcomes, "{request}", "Keyed requests (calls of an idempotency Runner), by outcome and error.type."),
 		wait:     wait,
 	}
 }

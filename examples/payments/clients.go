@@ -29,34 +29,43 @@ type charger interface {
 // newOurs returns a charger using this module's client: every POST gets an
 // Idempotency-Key that stays the same on all its attempts, and the retry
 // budget, deadline and backoff are the library's (with shorter waits, to keep
-// the demo quick).
-func newOurs(url string) charger {
-	return &httpCharger{
-		url: url,
-		client: retry.NewClient(
-			retry.WithMaxAttempts(maxAttempts),
-			retry.WithBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
-			retry.WithTotalTimeout(chargeTimeout),
-		),
-		attempts: 1,
+// the demo quick). tel, if not nil, traces and measures it, and observes its
+// retry budget.
+func newOurs(url string, tel *telemetry) (charger, error) {
+	netTr := http.DefaultTransport.(*http.Transport).Clone()
+	opts := append([]retry.Option{
+		retry.WithMaxAttempts(maxAttempts),
+		retry.WithBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
+		retry.WithTotalTimeout(chargeTimeout),
+	}, tel.retryOptions()...)
+	tr := retry.NewTransport(tel.transport(netTr), opts...)
+	if err := tel.observeBudget("payments", tr.Budget()); err != nil {
+		return nil, err
 	}
+	return &httpCharger{url: url, client: &http.Client{Transport: tr}, network: netTr, attempts: 1}, nil
 }
 
 // newNaive returns a charger that re-POSTs on any error or 5xx, with no key:
-// the retry loop most code starts with.
-func newNaive(url string) charger {
+// the retry loop most code starts with. The telemetry leaves it alone (its
+// service is instrumented like ours).
+func newNaive(url string, _ *telemetry) (charger, error) {
+	netTr := http.DefaultTransport.(*http.Transport).Clone()
 	return &httpCharger{
 		url:      url,
-		client:   &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: chargeTimeout},
+		client:   &http.Client{Transport: netTr, Timeout: chargeTimeout},
+		network:  netTr,
 		attempts: maxAttempts,
-	}
+	}, nil
 }
 
 // httpCharger POSTs charges with client, making up to attempts attempts
 // itself (1 when the client retries on its own).
 type httpCharger struct {
-	url      string
-	client   *http.Client
+	url    string
+	client *http.Client
+	// network is the transport at the bottom of client's, whose
+	// connections close closes.
+	network  *http.Transport
 	attempts int
 }
 
@@ -99,5 +108,5 @@ func (h *httpCharger) post(ctx context.Context, payload []byte) (retryable bool,
 }
 
 func (h *httpCharger) close() {
-	h.client.CloseIdleConnections()
+	h.network.CloseIdleConnections()
 }

@@ -28,6 +28,9 @@ type config struct {
 	Store string
 	// DSN is the PostgreSQL connection string, for -store=postgres.
 	DSN string
+	// OTel is "stdout" to export traces and metrics with OpenTelemetry's
+	// stdout exporters, "" for none.
+	OTel string
 }
 
 // Limits of the flags.
@@ -71,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "charges in flight at once")
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "idempotency store: memory or postgres")
 	fs.StringVar(&cfg.DSN, "dsn", cfg.DSN, "PostgreSQL connection string for -store=postgres (default from EXACTLYONCE_PG_DSN)")
+	fs.StringVar(&cfg.OTel, "otel", cfg.OTel, "OpenTelemetry: stdout exports traces (1% sampled) and metrics with the stdout exporters, as JSON on stderr so that the table stays alone on stdout (default: none)")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d charges unless -n is given", shortCharges))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -104,6 +108,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-concurrency must be between 1 and %d, got %d", maxConcurrency, c.Concurrency)
 	case c.Store != storeMemory && c.Store != storePostgres:
 		return fmt.Errorf("-store must be %s or %s, got %q", storeMemory, storePostgres, c.Store)
+	case c.OTel != "" && c.OTel != otelStdout:
+		return fmt.Errorf("-otel must be %s or empty, got %q", otelStdout, c.OTel)
 	}
 	return nil
 }

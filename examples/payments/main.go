@@ -14,6 +14,7 @@
 //
 //	go run ./examples/payments [-n 1000] [-seed 1] [-drop 0.03] [-reset 0.03]
 //	    [-latency 2ms] [-concurrency 16] [-short] [-store memory|postgres] [-dsn URL]
+//	    [-otel stdout]
 //
 // The faults are a pure function of the seed, the request body and how many
 // times the proxy has seen that body, so a seed gives the same faults to both
@@ -23,6 +24,16 @@
 // a fresh schema dropped afterwards): -dsn, or EXACTLYONCE_PG_DSN, names the
 // server (default: 127.0.0.1:5432, database test). The examples are a module
 // of their own, so the driver never reaches users of the root module.
+//
+// With -otel=stdout the demo also shows its OpenTelemetry (the otelretry
+// module): our client's retry loops and the service's Runner report to an
+// SDK whose stdout exporters write JSON to stderr (the table stays alone on
+// stdout, so "2>telemetry.json" keeps them apart). About 1% of the charges
+// are traced, each whole: the client's span of the logical request, otelhttp's
+// span of each attempt, and the service's server span with the outcome
+// (executed, replayed, ...) as an attribute and an event. The metrics
+// (exactlyonce.retry.attempts, exactlyonce.idempotency.outcomes, the
+// budget's tokens, ...) are exported once, at the end.
 package main
 
 import (

@@ -62,6 +62,7 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{"-concurrency", "0"},
 		{"-latency", "-1s"},
 		{"-nosuchflag"},
+		{"-otel", "jaeger"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -71,6 +72,28 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		if !strings.Contains(stderr.String(), "usage: payments") {
 			t.Errorf("%q: no usage message:\n%s", args, stderr.String())
 		}
+	}
+}
+
+// With -otel=stdout the metrics of both halves reach stderr as JSON, and
+// the table is alone on stdout.
+func TestDemoOTelStdout(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"-n", "40", "-concurrency", "4", "-otel=stdout"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d, want 0:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{
+		`"Name":"exactlyonce.retry.attempts"`,
+		`"Name":"exactlyonce.idempotency.outcomes"`,
+		`"Name":"exactlyonce.retry.budget.tokens"`,
+		`"Value":"executed"`,
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the telemetry lacks %s:\n%s", want, stderr.String())
+		}
+	}
+	if out := stdout.String(); !strings.Contains(out, "charges requested") || strings.Contains(out, "exactlyonce.") {
+		t.Errorf("stdout is not the table alone:\n%s", out)
 	}
 }
 

@@ -34,7 +34,7 @@ type result struct {
 // clientKind names a client and how to make it.
 type clientKind struct {
 	name string
-	make func(url string) charger
+	make func(url string, tel *telemetry) (charger, error)
 }
 
 // clientKinds are the clients compared, ours first.
@@ -44,13 +44,26 @@ var clientKinds = []clientKind{
 }
 
 // run charges a fresh service with each client in turn, reports progress to
-// stderr and writes the table to stdout.
-func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, error) {
+// stderr and writes the table to stdout. With cfg.OTel, the telemetry goes
+// to stderr too: spans as they are exported, metrics at the end.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (results []result, err error) {
+	stderr = &lockedWriter{w: stderr} // progress and exporters write from several goroutines
+	tel, err := newTelemetry(cfg.OTel, stderr)
+	if err != nil {
+		return nil, fmt.Errorf("OpenTelemetry: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if serr := tel.shutdown(sctx); serr != nil && err == nil {
+			err = fmt.Errorf("OpenTelemetry: %w", serr)
+		}
+	}()
 	fmt.Fprintf(stderr, "charging %d times per client: drop %.0f%%, reset %.0f%%, latency up to %v, %d in flight, seed %d, %s store\n",
 		cfg.Charges, 100*cfg.Drop, 100*cfg.Reset, cfg.Latency, cfg.Concurrency, cfg.Seed, cfg.Store)
-	results := make([]result, 0, len(clientKinds))
+	results = make([]result, 0, len(clientKinds))
 	for _, k := range clientKinds {
-		r, err := runClient(ctx, cfg, k, stderr)
+		r, err := runClient(ctx, cfg, k, tel, stderr)
 		if err != nil {
 			return results, fmt.Errorf("%s: %w", k.name, err)
 		}
@@ -60,16 +73,29 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, e
 	return results, nil
 }
 
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // runClient sends cfg.Charges charges with one client through a new proxy
-// to a new service and counts what happened.
-func runClient(ctx context.Context, cfg config, k clientKind, stderr io.Writer) (result, error) {
+// to a new service and counts what happened. tel, if not nil, instruments
+// the service and our client.
+func runClient(ctx context.Context, cfg config, k clientKind, tel *telemetry, stderr io.Writer) (result, error) {
 	l := newLedger()
 	store, removeStore, err := openStore(ctx, cfg)
 	if err != nil {
 		return result{}, err
 	}
 	defer removeStore()
-	svcURL, stopSvc, err := serve(newService(l, store))
+	svcURL, stopSvc, err := serve(newService(l, store, tel))
 	if err != nil {
 		return result{}, err
 	}
@@ -81,7 +107,10 @@ func runClient(ctx context.Context, cfg config, k clientKind, stderr io.Writer) 
 		return result{}, err
 	}
 	defer stopProxy()
-	c := k.make(proxyURL)
+	c, err := k.make(proxyURL, tel)
+	if err != nil {
+		return result{}, err
+	}
 	defer c.close()
 
 	start := time.Now()

@@ -56,9 +56,10 @@ func (l *ledger) totals() (executed, distinct int) {
 // middleware with the given store. A request with an Idempotency-Key is
 // performed at most once and its response replayed to every repeat; a
 // request without one passes through (so the naive client can be compared
-// against the same service).
-func newService(l *ledger, store idempotency.Store) http.Handler {
-	runner := idempotency.NewRunner(store)
+// against the same service). tel, if not nil, records what became of each
+// keyed request on its server span and in the outcome counter.
+func newService(l *ledger, store idempotency.Store, tel *telemetry) http.Handler {
+	runner := idempotency.NewRunner(store, tel.runnerOptions()...)
 	mw := idempotency.Middleware(runner, idempotency.SingleTenant, idempotency.WithRequiredMethods())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /charges", func(w http.ResponseWriter, r *http.Request) {
@@ -73,5 +74,5 @@ func newService(l *ledger, store idempotency.Store) http.Handler {
 		w.WriteHeader(http.StatusCreated)
 		json.NewEncoder(w).Encode(resp)
 	})
-	return mw(mux)
+	return tel.handler(mw(mux))
 }
