@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -46,6 +48,17 @@ type Request struct {
 	// Do claims again with Refingerprint's result, so that a change of
 	// algorithm never turns retries of keys stored before it into mismatches.
 	Refingerprint func(version string) (string, bool)
+	// Work, if set, names work registered with Runner.Register that can
+	// run this request again from Input alone. Do then saves Work and Input
+	// with the record, so that a Reconciler can finish the execution if it
+	// stalls (its process died) and nobody retries. The work given to Do
+	// runs as usual; nil means the registered one.
+	Work string
+	// Input is what the registered Work needs to run the request again (a
+	// message, the parameters of a job); Execution.Input returns it. It is
+	// stored with the record until the record completes, so keep it small
+	// and never put secrets in it.
+	Input []byte
 }
 
 // Work is a unit of work run by Runner.Do at most once per key to completion.
@@ -128,6 +141,8 @@ type Runner struct {
 	// times learns how long executions take, for Retry-After hints.
 	times    executionTimes
 	observer Observer
+	// works are the Works registered by name, for a Reconciler.
+	works sync.Map // string -> Work
 }
 
 // NewRunner returns a Runner keeping its records in store. A nil store means a
@@ -146,6 +161,26 @@ func NewRunner(store Store, opts ...RunnerOption) *Runner {
 	r.store = store
 	r.tx, _ = store.(TxStore)
 	return r
+}
+
+// Register names work so that a Reconciler can resume the executions of
+// requests whose Request.Work is name (see Request.Work): the work must be
+// able to run from Execution.Input alone, as a retry would run it. Register
+// every name before serving; registering a name twice panics.
+func (r *Runner) Register(name string, work Work) {
+	if name == "" || work == nil {
+		panic("idempotency: Register needs a name and a Work")
+	}
+	if _, dup := r.works.LoadOrStore(name, work); dup {
+		panic("idempotency: work " + strconv.Quote(name) + " registered twice")
+	}
+}
+
+// registered returns the Work registered under name, or nil.
+func (r *Runner) registered(name string) Work {
+	w, _ := r.works.Load(name)
+	work, _ := w.(Work)
+	return work
 }
 
 // Store returns the Runner's store.
@@ -191,6 +226,14 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 	cr := ClaimRequest{
 		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
 		Lease: r.lease, TTL: r.ttl,
+	}
+	if req.Work != "" {
+		if work == nil {
+			if work = r.registered(req.Work); work == nil {
+				return Result{}, Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
+			}
+		}
+		cr.Resume = encodeResume(req.Work, req.Input)
 	}
 	claimed := r.clock.Now() // the lease runs from here
 	c, err := r.store.Claim(ctx, cr)
@@ -337,8 +380,10 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 	}
 }
 
-// abandon gives up e after a failure: the key is freed when no step has begun,
-// and otherwise its lease is cut short so the next retry resumes at once.
+// abandon gives up e after a failure: the key is freed when no step has begun
+// (nor, for a resumable execution, the started mark was saved), and
+// otherwise its lease is cut short so the next retry, or a Reconciler,
+// resumes at once.
 // Errors are ignored: the lease runs out by itself.
 func (r *Runner) abandon(ctx context.Context, e *Execution) {
 	if e.point == "" {

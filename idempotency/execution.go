@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -17,6 +18,14 @@ type Execution struct {
 	started atomic.Bool
 	// ctx is the Work's context, whose deadline follows the lease.
 	ctx *leaseContext
+	// input is Request.Input, saved with the record when resumable: the
+	// record can be resumed by a Reconciler, so the started mark is saved
+	// too.
+	input     []byte
+	resumable bool
+	// mu orders the saves of recovery points (MarkStarted may be called
+	// from any goroutine).
+	mu sync.Mutex
 
 	// Recovery state: the last saved point, the encoded data saved with it,
 	// completed step results by name, and the steps called in this attempt.
@@ -48,8 +57,20 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 	if e.resumed && rec.RecoveryPoint != "" {
 		e.started.Store(true)
 	}
+	if len(rec.Resume) > 0 {
+		_, input, err := decodeResume(rec.Resume)
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("idempotency: stored work of (%q, %q): %w", rec.Caller, rec.Key, err))
+		}
+		e.input, e.resumable = input, true
+	}
 	return e, nil
 }
+
+// Input returns the Request.Input the execution was claimed with, or, for
+// one a Reconciler resumed, the Input saved with the record (nil without
+// Request.Work).
+func (e *Execution) Input() []byte { return e.input }
 
 // FromContext returns the Execution that ctx belongs to, or nil outside a Work
 // (and outside a handler behind Middleware).
@@ -87,9 +108,25 @@ func (e *Execution) Resumed() bool { return e.resumed }
 // stored whatever it is. The HTTP Middleware uses the mark to tell a
 // rejection (a 4xx written before the mark, not stored) from an outcome. Step
 // marks it too. Safe on a nil Execution (no effect) and from any goroutine.
+//
+// When the request can be resumed by a Reconciler (Request.Work, or the
+// Middleware's WithResume), the first mark is saved with the record (a
+// write to the store, which renews the lease), so that the Reconciler knows
+// the execution began.
 func (e *Execution) MarkStarted() {
-	if e != nil {
-		e.started.Store(true)
+	if e == nil || !e.started.CompareAndSwap(false, true) || !e.resumable {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.point == "" {
+		ctx := context.Background()
+		if e.ctx != nil {
+			ctx = e.ctx
+		}
+		// A failure leaves the execution unmarked in the store: a retry
+		// still resumes it; only a Reconciler would not see it.
+		_ = e.renew(ctx, startedPoint, e.data)
 	}
 }
 
@@ -104,6 +141,8 @@ func (e *Execution) Started() bool {
 // fails with ErrLeaseLost when the lease was taken over; the work must then
 // stop.
 func (e *Execution) Extend(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if err := e.renew(ctx, e.point, e.data); err != nil {
 		return fmt.Errorf("idempotency: extend lease: %w", err)
 	}

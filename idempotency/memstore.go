@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,6 +35,9 @@ type MemoryStore struct {
 	expiry  expiryQueue
 	// lastGen is the Generation of the last record created (store-wide).
 	lastGen int64
+	// started holds the in-progress records that began executing (saved a
+	// recovery point) and are not parked: those TakeOverStalled looks at.
+	started map[*memRecord]struct{}
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -61,7 +65,7 @@ func NewMemoryStore(clk clock.Clock) *MemoryStore {
 	if clk == nil {
 		clk = clock.New()
 	}
-	return &MemoryStore{clock: clk, records: make(map[memKey]*memRecord)}
+	return &MemoryStore{clock: clk, records: make(map[memKey]*memRecord), started: make(map[*memRecord]struct{})}
 }
 
 // Claim implements Store.
@@ -90,6 +94,7 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 			Attempt:     1,
 			Generation:  s.lastGen,
 			LockedUntil: now.Add(req.Lease),
+			Resume:      bytes.Clone(req.Resume),
 			CreatedAt:   now,
 			ExpiresAt:   now.Add(req.TTL),
 		}}
@@ -105,9 +110,74 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 	case r.rec.LockedUntil.After(now):
 		return Claim{Outcome: ClaimInProgress, Record: copyRecord(r.rec)}, nil
 	}
-	r.rec.Attempt++
-	r.rec.LockedUntil = now.Add(req.Lease)
+	s.takeOver(r, now, req.Lease)
+	if req.Resume != nil {
+		r.rec.Resume = bytes.Clone(req.Resume)
+	}
 	return Claim{Outcome: ClaimTakenOver, Record: copyRecord(r.rec)}, nil
+}
+
+// takeOver gives r's execution to a new attempt holding a lease of lease.
+// A parked record taken over is parked no more. s.mu is held.
+func (s *MemoryStore) takeOver(r *memRecord, now time.Time, lease time.Duration) {
+	r.rec.Attempt++
+	r.rec.LockedUntil = now.Add(lease)
+	if r.rec.Parked != "" {
+		r.rec.Parked = ""
+		s.track(r)
+	}
+}
+
+// track keeps s.started up to date with r. s.mu is held.
+func (s *MemoryStore) track(r *memRecord) {
+	if r.rec.State == StateInProgress && r.rec.RecoveryPoint != "" && r.rec.Parked == "" && r.index >= 0 {
+		s.started[r] = struct{}{}
+	} else {
+		delete(s.started, r)
+	}
+}
+
+// TakeOverStalled implements Store. It looks only at the records that
+// began executing, never at the whole store.
+func (s *MemoryStore) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if lease <= 0 {
+		return nil, errInvalidClaim
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var stalled []*memRecord
+	for r := range s.started {
+		if r.rec.LockedUntil.After(now) || !r.rec.ExpiresAt.After(now) {
+			continue
+		}
+		stalled = append(stalled, r)
+	}
+	slices.SortFunc(stalled, func(a, b *memRecord) int { return a.rec.LockedUntil.Compare(b.rec.LockedUntil) })
+	if limit > 0 && len(stalled) > limit {
+		stalled = stalled[:limit]
+	}
+	taken := make([]Record, len(stalled))
+	for i, r := range stalled {
+		s.takeOver(r, now, lease)
+		taken[i] = copyRecord(r.rec)
+	}
+	return taken, nil
+}
+
+// Park implements Store.
+func (s *MemoryStore) Park(ctx context.Context, f Fence, reason string) error {
+	if reason == "" {
+		reason = "parked"
+	}
+	return s.write(ctx, f, func(r *memRecord, now time.Time) {
+		r.rec.Parked = reason
+		r.rec.LockedUntil = now
+		s.track(r)
+	})
 }
 
 // SaveRecoveryPoint implements Store.
@@ -116,6 +186,7 @@ func (s *MemoryStore) SaveRecoveryPoint(ctx context.Context, f Fence, point stri
 		r.rec.RecoveryPoint = point
 		r.rec.RecoveryData = bytes.Clone(data)
 		r.rec.LockedUntil = now.Add(lease)
+		s.track(r)
 	})
 }
 
@@ -127,6 +198,8 @@ func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) er
 		if r.rec.Response == nil {
 			r.rec.Response = []byte{}
 		}
+		r.rec.Resume = nil // what ran is no longer needed
+		s.track(r)
 	})
 }
 
@@ -237,12 +310,14 @@ func (s *MemoryStore) add(k memKey, r *memRecord) {
 // s.mu is held.
 func (s *MemoryStore) remove(k memKey, r *memRecord) {
 	delete(s.records, k)
+	delete(s.started, r)
 	s.expiry.remove(r)
 }
 
 func copyRecord(r Record) Record {
 	r.RecoveryData = bytes.Clone(r.RecoveryData)
 	r.Response = bytes.Clone(r.Response)
+	r.Resume = bytes.Clone(r.Resume)
 	return r
 }
 

@@ -92,6 +92,10 @@ type middleware struct {
 	required    map[string]bool
 	maxRequest  int64
 	maxResponse int
+	// resume names the handler for a Reconciler, and resumeHeaders are
+	// the request headers stored for it (WithResume).
+	resume        string
+	resumeHeaders []string
 }
 
 // Middleware returns HTTP middleware that runs each keyed request's handler at
@@ -183,7 +187,11 @@ func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) fun
 		}
 	}
 	return func(next http.Handler) http.Handler {
-		return &handler{m: m, next: next}
+		h := &handler{m: m, next: next}
+		if m.resume != "" {
+			runner.Register(m.resume, h.resume)
+		}
+		return h
 	}
 }
 
@@ -247,6 +255,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Fingerprint: Fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body),
 	}
 	req.Refingerprint = rec.refingerprint
+	if m.resume != "" {
+		req.Work, req.Input = m.resume, encodeRequest(r, m.resumeHeaders, body)
+	}
 	rec.next, rec.req, rec.reqBody = h.next, r, body
 	res, err := m.runner.Do(r.Context(), req, rec.run)
 	h.respond(w, rec, res, err)

@@ -47,7 +47,7 @@ func (e *Execution) Step(ctx context.Context, name string, fn StepFunc) ([]byte,
 		e.used = make(map[string]bool)
 	}
 	e.used[name] = true
-	e.MarkStarted()
+	e.started.Store(true) // and the step's recovery point marks it in the store
 	for _, s := range e.steps {
 		if s.name == name {
 			return bytes.Clone(s.result), nil
@@ -70,6 +70,8 @@ func (e *Execution) Step(ctx context.Context, name string, fn StepFunc) ([]byte,
 
 // save stores a recovery point and renews the lease.
 func (e *Execution) save(ctx context.Context, point string, data []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if err := e.renew(ctx, point, data); err != nil {
 		return fmt.Errorf("idempotency: recovery point %q: %w", point, err)
 	}

@@ -53,7 +53,15 @@ type Record struct {
 	// RecoveryData is opaque state saved with the recovery point (step results).
 	RecoveryData []byte
 	// Response is the opaque encoded outcome, set when State is StateCompleted.
-	Response  []byte
+	Response []byte
+	// Resume is what a Reconciler needs to run the execution again (opaque:
+	// ClaimRequest.Resume of the claim that created or took over the record),
+	// or nil.
+	Resume []byte
+	// Parked says why a Reconciler gave up on the execution ("" when it did
+	// not): a parked record is not taken over by TakeOverStalled again, but a
+	// claim (its client's retry) still takes it over, which clears it.
+	Parked    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
@@ -67,6 +75,10 @@ type ClaimRequest struct {
 	Lease time.Duration
 	// TTL is how long the record lives from its creation.
 	TTL time.Duration
+	// Resume, if not nil, is stored with the record when the claim creates
+	// it or takes it over (Record.Resume); a claim that finds the record
+	// settled leaves it as it is.
+	Resume []byte
 }
 
 // ClaimOutcome says what a claim found.
@@ -157,6 +169,20 @@ type Store interface {
 	// DeleteExpired removes up to limit expired records (limit <= 0: all) and
 	// returns how many it removed. Safe to run from many instances at once.
 	DeleteExpired(ctx context.Context, limit int) (int, error)
+	// TakeOverStalled takes over up to limit stalled executions (limit <= 0:
+	// a store's own bound) and returns them as a claim's takeover would:
+	// live in-progress records whose lease has run out, that began executing
+	// (RecoveryPoint is not ""), and that are not parked, each with its
+	// Attempt incremented and a new lease of lease, atomically per record.
+	// Those whose lease ran out first come first. Safe to run from many
+	// instances at once: no record is returned to two of them for one lease,
+	// and a record locked by another's takeover is skipped, not waited for.
+	TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]Record, error)
+	// Park marks the in-progress record owned by f as given up with reason
+	// (Record.Parked) and ends its lease, so TakeOverStalled skips it and the
+	// next claim takes it over at once. ErrLeaseLost when the fence no longer
+	// holds.
+	Park(ctx context.Context, f Fence, reason string) error
 }
 
 // TxStore is a Store that can complete a record in a transaction which also

@@ -26,7 +26,8 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	for range claimTries {
 		var claimed bool
 		rec, err := scanRecord(s.pool.QueryRow(ctx, s.q.claim,
-			[]byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint), req.Lease.Microseconds(), req.TTL.Microseconds(), s.now()), &claimed)
+			[]byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint), req.Lease.Microseconds(), req.TTL.Microseconds(),
+			req.Resume, s.now()), &claimed)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}

@@ -4,7 +4,7 @@ import "strings"
 
 // recordColumns are the columns scanRecord reads, in order.
 const recordColumns = `caller, key, fingerprint, status, attempt, generation, locked_until,
-	recovery_point, recovery_data, response, created_at, expires_at`
+	recovery_point, recovery_data, response, resume, parked, created_at, expires_at`
 
 // queries holds the store's SQL with the schema filled in. In every query the
 // last parameter is the test time shift in microseconds, added to now().
@@ -13,7 +13,7 @@ const recordColumns = `caller, key, fingerprint, status, attempt, generation, lo
 // both exactly.
 type queries struct {
 	claim, get, saveRecoveryPoint, complete, completeTx, release string
-	deleteExpired                                                string
+	deleteExpired, takeOverStalled, park                         string
 	enqueue, claimOutbox, markDelivered, markFailed, purge       string
 }
 
@@ -25,7 +25,7 @@ func at(n string) string { return "(now() + $" + n + "::bigint * interval '1 mic
 
 func buildQueries(schema string) queries {
 	r := strings.NewReplacer("__SCHEMA__", schema, "__GENERATION_SEQ__", generationSeq(schema), "@now6", at("6"), "@now2", at("2"), "@now5", at("5"),
-		"@now4", at("4"), "@now3", at("3"), "@now8", at("8"), "@cols", recordColumns, "@id", recordID)
+		"@now4", at("4"), "@now3", at("3"), "@now8", at("8"), "@now7", at("7"), "@cols", recordColumns, "@id", recordID)
 	return queries{
 		// One statement. cur reads the row as the statement's snapshot sees
 		// it; when it is settled (live, and not a stale in-progress row this
@@ -41,15 +41,15 @@ func buildQueries(schema string) queries {
 		// match, so a row of another pair is never taken.
 		claim: r.Replace(`WITH cur AS (
 	SELECT @cols,
-		expires_at > @now6 AND NOT (status = 1 AND locked_until < @now6 AND fingerprint = $3) AS settled
+		expires_at > @now7 AND NOT (status = 1 AND locked_until < @now7 AND fingerprint = $3) AS settled
 	FROM __SCHEMA__.idempotency_keys
 	WHERE @id
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
 	SELECT $1, $2, $3, 1, 1, nextval(__GENERATION_SEQ__),
-		n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL,
+		n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL, $6::bytea, NULL,
 		n.t, n.t + $5::bigint * interval '1 microsecond'
-	FROM (SELECT @now6 AS t) n
+	FROM (SELECT @now7 AS t) n
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
 	ON CONFLICT (key_hash) DO UPDATE SET
 		fingerprint    = excluded.fingerprint,
@@ -60,6 +60,9 @@ func buildQueries(schema string) queries {
 		recovery_point = CASE WHEN k.expires_at <= excluded.created_at THEN '' ELSE k.recovery_point END,
 		recovery_data  = CASE WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.recovery_data END,
 		response       = NULL,
+		resume         = CASE WHEN excluded.resume IS NOT NULL THEN excluded.resume
+			WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.resume END,
+		parked         = NULL,
 		created_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at ELSE k.created_at END,
 		expires_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.expires_at ELSE k.expires_at END
 	WHERE k.caller = excluded.caller AND k.key = excluded.key AND (k.expires_at <= excluded.created_at
@@ -78,14 +81,14 @@ SET recovery_point = $4, recovery_data = $5, locked_until = @now8 + $6::bigint *
 WHERE @id AND attempt = $3 AND generation = $7 AND status = 1 AND expires_at > @now8`),
 
 		complete: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
-SET status = 2, response = $4
+SET status = 2, response = $4, resume = NULL
 WHERE @id AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6`),
 
 		// The same fenced update, raising EO001 when it matched nothing, so that
 		// the COMMIT pipelined after it in one round trip never runs.
 		completeTx: r.Replace(`WITH u AS (
 	UPDATE __SCHEMA__.idempotency_keys
-	SET status = 2, response = $4
+	SET status = 2, response = $4, resume = NULL
 	WHERE @id AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6
 	RETURNING 1
 )
@@ -103,6 +106,29 @@ USING (
 	FOR UPDATE SKIP LOCKED
 ) d
 WHERE k.key_hash = d.key_hash`),
+
+		// Executions that began and whose lease ran out, oldest lease
+		// first, taken over in one statement: each row's attempt moves on
+		// under its row lock, and rows another takeover (or a claim) holds
+		// are skipped, not waited for. A row changed since the statement's
+		// snapshot is checked again once locked, so a row just taken over
+		// elsewhere, whose lease is live again, is left alone.
+		takeOverStalled: r.Replace(`UPDATE __SCHEMA__.idempotency_keys k
+SET attempt = k.attempt + 1, locked_until = @now3 + $2::bigint * interval '1 microsecond', parked = NULL
+FROM (
+	SELECT key_hash FROM __SCHEMA__.idempotency_keys
+	WHERE status = 1 AND recovery_point <> '' AND parked IS NULL
+		AND locked_until < @now3 AND expires_at > @now3
+	ORDER BY locked_until
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+) s
+WHERE k.key_hash = s.key_hash
+RETURNING @cols`),
+
+		park: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
+SET parked = $4, locked_until = @now6
+WHERE @id AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6`),
 
 		enqueue: r.Replace(`INSERT INTO __SCHEMA__.outbox (topic, payload) VALUES ($1, $2) RETURNING id::text`),
 

@@ -45,6 +45,11 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.idempotency_keys (
     recovery_data  bytea,
     -- The opaque encoded outcome, set when status = 2.
     response       bytea,
+    -- What a reconciler needs to run the execution again (the stored request,
+    -- or the name and input of registered work), until it completes.
+    resume         bytea,
+    -- Why a reconciler gave up on the execution (NULL: it did not).
+    parked         text,
     created_at     timestamptz NOT NULL,
     -- After this time the row behaves as absent; the sweeper deletes it.
     expires_at     timestamptz NOT NULL,
@@ -82,6 +87,25 @@ EXCEPTION WHEN undefined_column THEN
         ALTER COLUMN recovery_point SET DEFAULT '';
 END
 $add_key_hash$;
+
+-- Tables created before the reconciler existed get its columns. The probe
+-- takes no lock stronger than a read's, so a migration of an up-to-date
+-- table never blocks traffic; adding nullable columns rewrites nothing.
+DO $add_resume$
+BEGIN
+    PERFORM resume, parked FROM __SCHEMA__.idempotency_keys LIMIT 0;
+EXCEPTION WHEN undefined_column THEN
+    ALTER TABLE __SCHEMA__.idempotency_keys
+        ADD COLUMN IF NOT EXISTS resume bytea,
+        ADD COLUMN IF NOT EXISTS parked text;
+END
+$add_resume$;
+
+-- The executions a reconciler looks for: begun, in progress, not parked, by
+-- the end of their lease. Small: only the rows executing now.
+CREATE INDEX IF NOT EXISTS idempotency_keys_stalled_idx
+    ON __SCHEMA__.idempotency_keys (locked_until)
+    WHERE status = 1 AND recovery_point <> '' AND parked IS NULL;
 
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON __SCHEMA__.idempotency_keys (expires_at);

@@ -103,10 +103,14 @@ func scanRecord(row pgx.Row, lead ...any) (idempotency.Record, error) {
 		r                               idempotency.Record
 		status                          int16
 		caller, key, fingerprint, point []byte
+		parked                          *string
 	)
 	err := row.Scan(append(lead, &caller, &key, &fingerprint, &status, &r.Attempt, &r.Generation, &r.LockedUntil,
-		&point, &r.RecoveryData, &r.Response, &r.CreatedAt, &r.ExpiresAt)...)
+		&point, &r.RecoveryData, &r.Response, &r.Resume, &parked, &r.CreatedAt, &r.ExpiresAt)...)
 	r.Caller, r.Key, r.Fingerprint, r.RecoveryPoint = string(caller), string(key), string(fingerprint), string(point)
+	if parked != nil {
+		r.Parked = *parked
+	}
 	r.State = idempotency.State(status)
 	return r, err
 }

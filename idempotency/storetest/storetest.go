@@ -32,6 +32,13 @@
 //     expiry) get distinct generations, and a fence of an earlier record,
 //     from its first attempt or a takeover, never writes to a later one,
 //     though the later one starts at Attempt 1 again;
+//   - stalled executions: TakeOverStalled takes over exactly the live,
+//     in-progress, unparked records that saved a recovery point and whose
+//     lease ran out (Attempt+1, a new lease, Resume and recovery point
+//     kept), oldest lease first, within its limit, each for one caller of
+//     many at once; Park is fenced, keeps its reason, hides the record from
+//     TakeOverStalled and lets the next claim take it over at once; Resume
+//     is kept until the record completes;
 //   - Release frees the key; Get returns ErrNotFound for a missing key;
 //   - expiry: after the TTL a key is absent for Get and Claim before any
 //     DeleteExpired; DeleteExpired removes only expired records and honours
@@ -118,6 +125,10 @@ var cases = []struct {
 	{"FingerprintMismatch", testFingerprintMismatch},
 	{"MismatchNeverTakesOver", testMismatchNeverTakesOver},
 	{"TakeoverAfterLease", testTakeoverAfterLease},
+	{"TakeOverStalled", testTakeOverStalled},
+	{"TakeOverStalledLimit", testTakeOverStalledLimit},
+	{"TakeOverStalledRace", testTakeOverStalledRace},
+	{"Park", testPark},
 	{"TakeoverRace", testTakeoverRace},
 	{"RecoveryPointExtendsLease", testRecoveryPointExtendsLease},
 	{"CompletedIsNeverTakenOver", testCompletedIsNeverTakenOver},

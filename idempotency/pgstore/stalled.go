@@ -1,0 +1,48 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/jackc/pgx/v5"
+)
+
+// defaultStalledLimit bounds a TakeOverStalled call given no limit, so one
+// statement never locks an unbounded number of rows.
+const defaultStalledLimit = 1000
+
+// TakeOverStalled takes over up to limit stalled executions (those that
+// began, whose lease ran out, not parked; limit <= 0: 1,000) in one
+// statement, oldest lease first, skipping rows another instance's takeover
+// or a claim holds: instances running it at once share the work, and none
+// waits for another's locks. Each record comes back with its Attempt
+// incremented and a lease of lease from the database clock.
+func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]idempotency.Record, error) {
+	if lease <= 0 {
+		return nil, idempotency.Permanent(fmt.Errorf("pgstore: take over stalled: lease %v must be positive", lease))
+	}
+	if limit <= 0 {
+		limit = defaultStalledLimit
+	}
+	rows, err := s.pool.Query(ctx, s.q.takeOverStalled, limit, lease.Microseconds(), s.now())
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: take over stalled: %w", classify(err))
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (idempotency.Record, error) { return scanRecord(row) })
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: take over stalled: %w", classify(err))
+	}
+	return recs, nil
+}
+
+// Park marks the record f owns as given up with reason and ends its lease,
+// conditional on f.
+func (s *Store) Park(ctx context.Context, f idempotency.Fence, reason string) error {
+	if reason == "" {
+		reason = "parked"
+	}
+	tag, err := s.pool.Exec(ctx, s.q.park, []byte(f.Caller), []byte(f.Key), f.Attempt, reason, f.Generation, s.now())
+	return fenced("park", tag, err)
+}
