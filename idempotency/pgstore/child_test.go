@@ -31,6 +31,7 @@ const (
 // inside the completion transaction after the local write (before Complete).
 const (
 	gateAfterCall      = "after-call"
+	gateAfterStep      = "after-step"
 	gateBeforeComplete = "before-complete"
 )
 
@@ -63,12 +64,26 @@ type childServer struct {
 	gate   string
 	stdin  *bufio.Reader
 	outMu  sync.Mutex
+	out    io.Writer // nil: stdout
 }
 
 func (c *childServer) say(format string, args ...any) {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	fmt.Printf(format+"\n", args...)
+	out := c.out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, format+"\n", args...)
+}
+
+// handler is the order service as every instance serves it: the order
+// handler behind the middleware, which stores each request so that a
+// Reconciler can finish it.
+func (c *childServer) handler(runner *idempotency.Runner) http.Handler {
+	mw := idempotency.Middleware(runner, func(*http.Request) (string, error) { return "alice", nil },
+		idempotency.WithResume("orders"))
+	return mw(http.HandlerFunc(c.serveOrder))
 }
 
 func runChildServer() error {
@@ -98,8 +113,7 @@ func runChildServer() error {
 		return err
 	}
 	runner := idempotency.NewRunner(store, idempotency.WithLease(time.Hour))
-	mw := idempotency.Middleware(runner, func(*http.Request) (string, error) { return "alice", nil })
-	orders := mw(http.HandlerFunc(c.serveOrder))
+	orders := c.handler(runner)
 	c.say("listening http://%s", ln.Addr())
 	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
@@ -163,6 +177,7 @@ func (c *childServer) serveOrder(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
+	c.wait(gateAfterStep, e.Attempt())
 	tx, _ := pgstore.TxFrom(ctx)
 	order := fmt.Sprintf("%s#%d", e.Key(), e.Attempt())
 	if _, err := tx.Exec(ctx, "INSERT INTO "+table(c.schema, "local_writes")+" (name) VALUES ($1)", order); err != nil {
