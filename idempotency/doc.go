@@ -20,6 +20,10 @@
 //	 └─ lease ran out ───► taken over: resumes after the last completed Step;
 //	                       the old holder's writes fail with ErrLeaseLost
 //
+//	nobody retries a stalled execution ─► a Reconciler takes it over the same way
+//	 ├─ resumable (Request.Work and Runner.Register, or WithResume) ─► resumed, outcome stored
+//	 └─ nothing to resume with, or MaxAttempts reached ─► parked (Store.Park), reported
+//
 // Records live for the TTL (WithTTL); StartSweeper (or Sweep) removes the
 // expired ones.
 //
@@ -61,6 +65,39 @@
 // step and calls an unfinished one again with the same downstream key, for the
 // downstream service to deduplicate. A Work that fails after a step began
 // keeps the key for the next retry, which resumes at once.
+//
+// # Reconciler
+//
+// A retry that comes back resumes a stalled execution; when none comes (a
+// browser closed, a job runner gave up, a webhook sender will call again
+// only hours later), a Reconciler does. StartReconciler runs one beside the
+// Sweeper (Reconcile makes a single pass); every instance sharing a store
+// may run one, since the store gives each stalled execution to one of them
+// per lease. Every interval it takes over, in batches, the executions that
+// began (MarkStarted, or a Step) and whose lease ran out, and resumes each
+// as a retry would: completed steps are skipped, an unfinished step is
+// called again with its downstream key, and the outcome is stored, so a
+// client that comes back late gets it byte for byte. A stalled execution
+// is finished within its lease and one interval.
+//
+// What it resumes with must be stored when the request arrives:
+//
+//   - for Runner.Do, name the work in Request.Work (registered with
+//     Runner.Register on every instance) and give it what it needs in
+//     Request.Input (Execution.Input reads it back);
+//   - for the Middleware, WithResume stores the request (method, host, path,
+//     query, the headers named, the body) and registers the handler; the
+//     request is served again with the same caller and key, without
+//     credentials (Authorization and Cookie are never stored).
+//
+// A resumable execution saves its started mark with the record (one more
+// write, at MarkStarted), so the Reconciler knows it began; a failure after
+// the mark then keeps the key for a retry or the Reconciler, as a failure
+// after a step does. The stored input lives with the record and goes when
+// it completes. An execution with nothing to resume it with, or that
+// reached ReconcilerConfig.MaxAttempts, is parked (Record.Parked) with its
+// reason, logged and observed (OutcomeParked), and never taken over by a
+// Reconciler again; its client's retry still may.
 //
 // # Transactions
 //
@@ -108,5 +145,13 @@
 // examples. Package idempotency/pgstore (a module of its own) keeps them in
 // PostgreSQL. Every Store must pass the conformance suite in package
 // idempotency/storetest. StartSweeper removes expired records from any
-// Store periodically.
+// Store periodically, and StartReconciler finishes stalled executions.
+//
+// # Observing
+//
+// WithObserver hears what became of every call of Runner.Do and of every
+// execution a Reconciler handled (an Outcome: executed, replayed,
+// in_progress, mismatch, rejected, taken_over, reconciled, parked,
+// failed); the otelretry module turns them into OpenTelemetry metrics and
+// span events.
 package idempotency

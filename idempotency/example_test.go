@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
+
+	"github.com/benbjohnson/clock"
 
 	"github.com/exactlyonce/retry/idempotency"
 )
@@ -135,4 +139,38 @@ func ExampleRunner_Do_queueConsumer() {
 	// shipped order 42 (replayed: false)
 	// shipped order 42 (replayed: true)
 	// handled 1 time
+}
+
+// A Reconciler finishes an execution that began and failed (or whose
+// process died) when nobody retries it: here a receipt email, resumed with
+// the work registered under its Request.Work and the Input saved with it.
+// Production code runs StartReconciler beside the Sweeper; the example
+// makes one pass on a mock clock.
+func ExampleReconcile() {
+	mock := clock.NewMock()
+	runner := idempotency.NewRunner(idempotency.NewMemoryStore(mock), idempotency.WithClock(mock))
+	runner.Register("receipt", func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+		fmt.Printf("send the receipt for %s\n", e.Input())
+		return []byte("sent"), nil
+	})
+	req := idempotency.Request{Caller: "shop", Key: "order-1", Work: "receipt", Input: []byte("order 1")}
+	_, err := runner.Do(context.Background(), req, func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+		e.MarkStarted()
+		return nil, errors.New("the mail server is down")
+	})
+	fmt.Println(err)
+
+	mock.Add(time.Second) // the failed execution's lease has run out
+	n, _ := idempotency.Reconcile(context.Background(), runner, idempotency.ReconcilerConfig{
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	fmt.Println("resumed", n)
+
+	res, _ := runner.Do(context.Background(), req, nil) // the client, if it ever comes back
+	fmt.Printf("%s (replayed: %v)\n", res.Response, res.Replayed)
+	// Output:
+	// the mail server is down
+	// send the receipt for order 1
+	// resumed 1
+	// sent (replayed: true)
 }

@@ -73,6 +73,8 @@ func idempotencyErrorType(err error) string {
 		return "rejected"
 	case errors.Is(err, idempotency.ErrAborted):
 		return "aborted"
+	case errors.Is(err, idempotency.ErrNotResumable):
+		return "not_resumable"
 	}
 	return errorType(err)
 }
