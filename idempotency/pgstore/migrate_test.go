@@ -163,7 +163,8 @@ func TestMigrateUpgradesToKeyHash(t *testing.T) {
 	_, err = pool.Exec(ctx, "INSERT INTO "+keys+` (caller, key, fingerprint, status, attempt, locked_until,
 		recovery_point, recovery_data, response, created_at, expires_at) VALUES
 		('alice', 'done', 'fp', 2, 1, now(), '', NULL, 'stored', now(), now() + interval '1 hour'),
-		('alice', 'open', 'fp', 1, 2, now() + interval '1 minute', 'done:charge é', 'data', NULL, now(), now() + interval '1 hour')`)
+		('alice', 'open', 'fp', 1, 2, now() + interval '1 minute', 'done:charge é', 'data', NULL, now(), now() + interval '1 hour'),
+		('alice', 'stalled', 'fp', 1, 1, now() - interval '1 minute', 'begin:charge', NULL, NULL, now(), now() + interval '1 hour')`)
 	require.NoError(t, err)
 
 	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
@@ -186,6 +187,20 @@ func TestMigrateUpgradesToKeyHash(t *testing.T) {
 	c, err := s.Claim(ctx, long)
 	require.NoError(t, err)
 	require.Equal(t, idempotency.ClaimCreated, c.Outcome)
+
+	// The reconciler's columns and index are there, and an execution that
+	// stalled before the upgrade is found.
+	stalled, err := s.TakeOverStalled(ctx, 0, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, stalled, 1)
+	assert.Equal(t, "stalled", stalled[0].Key)
+	assert.EqualValues(t, 2, stalled[0].Attempt)
+	assert.Nil(t, stalled[0].Resume)
+	require.NoError(t, s.Park(ctx, fenceOf(stalled[0]), "no stored request"))
+	var indexes int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1
+		AND indexname = 'idempotency_keys_stalled_idx'`, schema).Scan(&indexes))
+	assert.Equal(t, 1, indexes)
 
 	var pk string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint
