@@ -77,11 +77,7 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 // ran past their lease) when nobody retries them: a browser that closed, a
 // job runner that gave up, a webhook sender that calls again only hours
 // later. It runs on a goroutine of its own until Stop.
-type Reconciler struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
+type Reconciler struct{ p *periodic }
 
 // StartReconciler starts a Reconciler calling Reconcile every cfg.Interval
 // (the first pass one interval after the start), beside the Sweeper. Any
@@ -93,33 +89,17 @@ func StartReconciler(runner *Runner, cfg ReconcilerConfig) *Reconciler {
 		panic("idempotency: StartReconciler needs a Runner")
 	}
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	rc := &Reconciler{cancel: cancel, done: make(chan struct{})}
-	ticker := cfg.Clock.Ticker(cfg.Interval)
-	go func() {
-		defer close(rc.done)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				if _, err := Reconcile(ctx, runner, cfg); err != nil && ctx.Err() == nil {
-					cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: reconcile", slog.Any("error", err))
-				}
-			}
+	return &Reconciler{p: startPeriodic(cfg.Clock, cfg.Interval, func(ctx context.Context) {
+		if _, err := Reconcile(ctx, runner, cfg); err != nil && ctx.Err() == nil {
+			cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: reconcile", slog.Any("error", err))
 		}
-	}()
-	return rc
+	})}
 }
 
 // Stop stops the Reconciler and waits for its goroutine to end: a pass in
 // progress takes over nothing more, and the executions it resumed run to
 // their end (each bounded by its lease). Safe to call more than once.
-func (rc *Reconciler) Stop() {
-	rc.once.Do(rc.cancel)
-	<-rc.done
-}
+func (rc *Reconciler) Stop() { rc.p.stop() }
 
 // Reconcile makes one pass: it takes over the executions of runner's store
 // that stalled (began executing, saved a recovery point or the started

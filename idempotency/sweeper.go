@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -35,11 +34,7 @@ const (
 
 // Sweeper removes expired records from a Store periodically, on a goroutine
 // of its own, until Stop.
-type Sweeper struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
+type Sweeper struct{ p *periodic }
 
 // StartSweeper starts a Sweeper calling store.DeleteExpired every
 // cfg.Interval. The first sweep happens one interval after the start. Any Store
@@ -55,38 +50,17 @@ func StartSweeper(store Store, cfg SweeperConfig) *Sweeper {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Sweeper{cancel: cancel, done: make(chan struct{})}
-	// The ticker exists before StartSweeper returns, so a mock clock moved
-	// right after the start fires it.
-	ticker := cfg.Clock.Ticker(cfg.Interval)
-	go func() {
-		defer close(s.done)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				n, err := Sweep(ctx, store, cfg.Batch)
-				if ctx.Err() != nil {
-					return
-				}
-				if cfg.OnSweep != nil {
-					cfg.OnSweep(n, err)
-				}
-			}
+	return &Sweeper{p: startPeriodic(cfg.Clock, cfg.Interval, func(ctx context.Context) {
+		n, err := Sweep(ctx, store, cfg.Batch)
+		if ctx.Err() == nil && cfg.OnSweep != nil {
+			cfg.OnSweep(n, err)
 		}
-	}()
-	return s
+	})}
 }
 
 // Stop stops the sweeper, cancelling a sweep in progress, and waits for its
 // goroutine to end. Safe to call more than once.
-func (s *Sweeper) Stop() {
-	s.once.Do(s.cancel)
-	<-s.done
-}
+func (s *Sweeper) Stop() { s.p.stop() }
 
 // Sweep removes every expired record from store, batch (<= 0: all at
 // once) at a time, and returns how many it removed.
