@@ -31,6 +31,11 @@ type config struct {
 	// OTel is "stdout" to export traces and metrics with OpenTelemetry's
 	// stdout exporters, "" for none.
 	OTel string
+	// Crash kills the payment service once per client, about a third of
+	// the way through the charges, between a charge and its completion,
+	// and restarts it on the same store, where a Reconciler and the
+	// clients' retries finish what it left.
+	Crash bool
 }
 
 // Limits of the flags.
@@ -75,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "idempotency store: memory or postgres")
 	fs.StringVar(&cfg.DSN, "dsn", cfg.DSN, "PostgreSQL connection string for -store=postgres (default from EXACTLYONCE_PG_DSN)")
 	fs.StringVar(&cfg.OTel, "otel", cfg.OTel, "OpenTelemetry: stdout exports traces (1% sampled) and metrics with the stdout exporters, as JSON on stderr so that the table stays alone on stdout (default: none)")
+	fs.BoolVar(&cfg.Crash, "crash", cfg.Crash, "kill the payment service once per client, a third of the way through, between a charge and its completion, and restart it on the same store, where a Reconciler finishes what it left")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d charges unless -n is given", shortCharges))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

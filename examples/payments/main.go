@@ -14,7 +14,7 @@
 //
 //	go run ./examples/payments [-n 1000] [-seed 1] [-drop 0.03] [-reset 0.03]
 //	    [-latency 2ms] [-concurrency 16] [-short] [-store memory|postgres] [-dsn URL]
-//	    [-otel stdout]
+//	    [-otel stdout] [-crash]
 //
 // The faults are a pure function of the seed, the request body and how many
 // times the proxy has seen that body, so a seed gives the same faults to both
@@ -34,6 +34,21 @@
 // (executed, replayed, ...) as an attribute and an event. The metrics
 // (exactlyonce.retry.attempts, exactlyonce.idempotency.outcomes, the
 // budget's tokens, ...) are exported once, at the end.
+//
+// With -crash the service is killed once per client, about a third of the
+// way through the charges, at the first charge made after that point: the
+// service's handlers stop where they stand, between their charge and its
+// completion, as a dead process would, and its server closes its listener
+// and connections. Another instance starts at once on the same address
+// and store (the same MemoryStore, which lives in this process, or the
+// same PostgreSQL schema), with a Reconciler. The service charges in an
+// idempotency Step, and its payment provider deduplicates by the step's
+// key, so an execution resumed after the crash, by the Reconciler or by
+// a client's retry that takes it over once its one-second lease ran out,
+// never charges twice. The table gains a column, stuck: the keyed requests
+// still in progress at the end, once the Reconciler had a few passes to
+// finish them; a line per client tells when the service was killed and
+// who finished what it left.
 package main
 
 import (

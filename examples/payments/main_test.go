@@ -48,6 +48,9 @@ func TestDemoShortRun(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "stuck") || strings.Contains(out, "crash") {
+		t.Errorf("without -crash the table has crash figures:\n%s", out)
+	}
 	if n := strings.Count(stderr.String(), "%  "); n != 20 {
 		t.Errorf("got %d progress lines, want 10 per client:\n%s", n, stderr.String())
 	}
@@ -63,6 +66,7 @@ func TestBadFlagsExitTwo(t *testing.T) {
 		{"-latency", "-1s"},
 		{"-nosuchflag"},
 		{"-otel", "jaeger"},
+		{"-crash=maybe"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -115,6 +119,98 @@ func TestShortFlag(t *testing.T) {
 	}
 }
 
+func TestCrashFlag(t *testing.T) {
+	cfg, err := parseFlags(nil, new(bytes.Buffer))
+	if err != nil || cfg.Crash {
+		t.Errorf("no flags: %+v, %v; want no crash", cfg, err)
+	}
+	cfg, err = parseFlags([]string{"-crash"}, new(bytes.Buffer))
+	if err != nil || !cfg.Crash {
+		t.Errorf("-crash: %+v, %v; want a crash", cfg, err)
+	}
+}
+
+// The ledger deduplicates like a payment provider: the key of an earlier
+// charge gets that charge's id and performs nothing; no key performs
+// every time.
+func TestLedgerDeduplicatesByKey(t *testing.T) {
+	l := newLedger()
+	first := l.charge("order-1", "k1")
+	if again := l.charge("order-1", "k1"); again != first {
+		t.Errorf("the same key got charge %s, then %s", first, again)
+	}
+	if other := l.charge("order-2", "k2"); other == first {
+		t.Errorf("another key got the same charge %s", other)
+	}
+	l.charge("order-3", "")
+	l.charge("order-3", "")
+	executed, distinct := l.totals()
+	if executed != 4 || distinct != 3 || l.deduplications() != 1 {
+		t.Errorf("executed %d, distinct %d, deduplicated %d; want 4, 3, 1", executed, distinct, l.deduplications())
+	}
+}
+
+// With -crash the service is killed once per client between a charge and
+// its completion and restarted on the same store: our client still gets
+// every charge performed once, and nothing is left in progress.
+func TestDemoCrash(t *testing.T) {
+	testCrash(t, storeMemory)
+}
+
+func TestDemoCrashOnPostgres(t *testing.T) {
+	testCrash(t, storePostgres)
+}
+
+// testCrash runs the demo with -crash -n 120 on store and checks what
+// became of the charges.
+func testCrash(t *testing.T, store string) {
+	cfg := defaultConfig()
+	cfg.Charges = 120
+	cfg.Concurrency = 8
+	cfg.Crash = true
+	cfg.Store = store
+	ctx, cancel := context.WithTimeout(context.Background(), maxRunTime)
+	defer cancel()
+	if store == storePostgres {
+		requirePostgres(t, ctx, cfg.DSN)
+	}
+	var stdout, stderr bytes.Buffer
+	rs, err := run(ctx, cfg, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run -crash on %s: %v\n%s", store, err, stderr.String())
+	}
+	if len(rs) != 2 {
+		t.Fatalf("got %d results, want 2", len(rs))
+	}
+	ours, naive := rs[0], rs[1]
+	if ours.Executed != cfg.Charges || ours.Distinct != cfg.Charges || ours.Duplicates != 0 || ours.Failures != 0 || ours.Stuck != 0 {
+		t.Errorf("ours = %+v, want every charge executed once, no failures and nothing stuck", ours)
+	}
+	for _, r := range rs {
+		if !r.Crashed || r.CrashedInFlight < 1 || r.KilledAt < 1 || r.KilledAt > r.Executed {
+			t.Errorf("%s = %+v, want a crash with a request in flight", r.Client, r)
+		}
+	}
+	// The request whose charge set the crash off was frozen between its
+	// charge and its completion: the Reconciler or its client's retry
+	// finished it.
+	if ours.Reconciled+ours.TakenOver < 1 {
+		t.Errorf("ours = %+v, want the crash's executions finished by the reconciler or a retry", ours)
+	}
+	if naive.Stuck != 0 || naive.Reconciled+naive.TakenOver != 0 || naive.Executed != naive.Distinct+naive.Duplicates {
+		t.Errorf("naive = %+v, want no records to finish", naive)
+	}
+	out := stdout.String()
+	for _, want := range []string{"stuck", "crash, exactlyonce (key): killed at charge", "crash, naive loop (no key): killed at charge"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(stderr.String(), "killed the service at charge"); n != 2 {
+		t.Errorf("got %d kills on stderr, want one per client:\n%s", n, stderr.String())
+	}
+}
+
 func TestFaultPlanIsPure(t *testing.T) {
 	p := faultPlan{seed: 3, drop: 0.2, reset: 0.2, latency: time.Millisecond}
 	counts := map[fault]int{}
@@ -148,16 +244,7 @@ func TestDemoOnPostgres(t *testing.T) {
 	cfg.Store = storePostgres
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := pingDatabase(ctx, cfg.DSN); err != nil {
-		t.Fatalf(`this test needs PostgreSQL, and could not reach it: %v
-
-It connects to $EXACTLYONCE_PG_DSN, or by default to
-    postgres://postgres@127.0.0.1:5432/test?sslmode=disable
-a server on 127.0.0.1:5432 with trust authentication and a database "test".
-To start one on Debian or Ubuntu (pg_lsclusters lists the versions):
-    pg_ctlcluster <version> main start
-    psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test'`, err)
-	}
+	requirePostgres(t, ctx, cfg.DSN)
 	var stdout, stderr bytes.Buffer
 	rs, err := run(ctx, cfg, &stdout, &stderr)
 	if err != nil {
@@ -169,6 +256,21 @@ To start one on Debian or Ubuntu (pg_lsclusters lists the versions):
 	}
 	if !strings.Contains(stderr.String(), "postgres store") {
 		t.Errorf("the run does not say which store it used:\n%s", stderr.String())
+	}
+}
+
+// requirePostgres fails the test unless the database at dsn answers.
+func requirePostgres(t *testing.T, ctx context.Context, dsn string) {
+	t.Helper()
+	if err := pingDatabase(ctx, dsn); err != nil {
+		t.Fatalf(`this test needs PostgreSQL, and could not reach it: %v
+
+It connects to $EXACTLYONCE_PG_DSN, or by default to
+    postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+a server on 127.0.0.1:5432 with trust authentication and a database "test".
+To start one on Debian or Ubuntu (pg_lsclusters lists the versions):
+    pg_ctlcluster <version> main start
+    psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE test'`, err)
 	}
 }
 

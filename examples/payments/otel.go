@@ -110,12 +110,13 @@ func (t *telemetry) observeBudget(name string, b *retry.Budget) error {
 	return nil
 }
 
-// runnerOptions returns the options that record the outcomes of a Runner.
-func (t *telemetry) runnerOptions() []idempotency.RunnerOption {
+// observer returns the Observer that records the outcomes of a Runner, or
+// nil.
+func (t *telemetry) observer() idempotency.Observer {
 	if t == nil {
 		return nil
 	}
-	return []idempotency.RunnerOption{t.tel.RunnerOption()}
+	return t.tel.Observer()
 }
 
 // handler returns h under otelhttp's Handler, whose server span, a child

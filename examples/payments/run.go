@@ -29,6 +29,23 @@ type result struct {
 	// Drops and Resets are the faults the proxy injected.
 	Drops, Resets int
 	Elapsed       time.Duration
+
+	// With -crash:
+	// Crashed reports that the service was killed and restarted.
+	Crashed bool
+	// KilledAt is how many charges the service had performed when it was
+	// killed; CrashedInFlight is how many requests the killed instance
+	// left unfinished.
+	KilledAt, CrashedInFlight int
+	// Reconciled and TakenOver count the executions finished after a
+	// takeover: by the Reconciler, and by a client's retry.
+	Reconciled, TakenOver int
+	// Deduplicated is how many charges the payment provider recognised by
+	// their key (a charge step called again after the crash).
+	Deduplicated int
+	// Stuck is how many keyed requests were still in progress in the
+	// store at the end (0 by definition for a client without keys).
+	Stuck int
 }
 
 // clientKind names a client and how to make it.
@@ -61,6 +78,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (results []r
 	}()
 	fmt.Fprintf(stderr, "charging %d times per client: drop %.0f%%, reset %.0f%%, latency up to %v, %d in flight, seed %d, %s store\n",
 		cfg.Charges, 100*cfg.Drop, 100*cfg.Reset, cfg.Latency, cfg.Concurrency, cfg.Seed, cfg.Store)
+	if cfg.Crash {
+		fmt.Fprintf(stderr, "killing the service once per client, at the first charge made once %d were requested; lease %v, reconciling every %v\n",
+			crashAt(cfg.Charges), crashLease, reconcileInterval)
+	}
 	results = make([]result, 0, len(clientKinds))
 	for _, k := range clientKinds {
 		r, err := runClient(ctx, cfg, k, tel, stderr)
@@ -69,7 +90,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (results []r
 		}
 		results = append(results, r)
 	}
-	writeTable(stdout, results)
+	writeTable(stdout, results, cfg.Crash)
 	return results, nil
 }
 
@@ -85,22 +106,36 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// crashAt is how many of n charges are requested before -crash kills the
+// service: about a third.
+func crashAt(n int) int64 {
+	return int64(max(1, n/3))
+}
+
 // runClient sends cfg.Charges charges with one client through a new proxy
 // to a new service and counts what happened. tel, if not nil, instruments
-// the service and our client.
+// the service and our client. With cfg.Crash the service is killed once
+// and restarted (see deployment).
 func runClient(ctx context.Context, cfg config, k clientKind, tel *telemetry, stderr io.Writer) (result, error) {
 	l := newLedger()
-	store, removeStore, err := openStore(ctx, cfg)
+	open, removeStore, err := openStore(ctx, cfg)
 	if err != nil {
 		return result{}, err
 	}
 	defer removeStore()
-	svcURL, stopSvc, err := serve(newService(l, store, tel))
+	var (
+		requested atomic.Int64
+		plan      *crashPlan
+	)
+	if cfg.Crash {
+		plan = &crashPlan{at: crashAt(cfg.Charges), requested: &requested}
+	}
+	svc, err := startDeployment(ctx, k.name, l, open, tel, plan, stderr)
 	if err != nil {
 		return result{}, err
 	}
-	defer stopSvc()
-	p := newProxy(faultPlan{seed: cfg.Seed, drop: cfg.Drop, reset: cfg.Reset, latency: cfg.Latency}, svcURL)
+	defer svc.stop()
+	p := newProxy(faultPlan{seed: cfg.Seed, drop: cfg.Drop, reset: cfg.Reset, latency: cfg.Latency}, svc.url())
 	defer p.close()
 	proxyURL, stopProxy, err := serve(p)
 	if err != nil {
@@ -122,6 +157,7 @@ func runClient(ctx context.Context, cfg config, k clientKind, tel *telemetry, st
 		wg.Go(func() {
 			for i := range jobs {
 				ch := chargeRequest{Ref: fmt.Sprintf("order-%06d", i), AmountCents: int64(100 + i%900)}
+				requested.Add(1)
 				if err := c.charge(ctx, ch); err != nil {
 					failures.Add(1)
 				}
@@ -142,18 +178,34 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return result{}, err
 	}
+	elapsed := time.Since(start)
+	stuck, err := svc.settle(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	killedAt, inFlight, crashed, err := svc.crashReport()
+	if err != nil {
+		return result{}, err
+	}
 	executed, distinct := l.totals()
 	return result{
-		Client:     k.name,
-		Requested:  cfg.Charges,
-		Executed:   executed,
-		Distinct:   distinct,
-		Duplicates: executed - distinct,
-		Attempts:   int(p.attempts.Load()),
-		Failures:   int(failures.Load()),
-		Drops:      int(p.drops.Load()),
-		Resets:     int(p.resets.Load()),
-		Elapsed:    time.Since(start),
+		Client:          k.name,
+		Requested:       cfg.Charges,
+		Executed:        executed,
+		Distinct:        distinct,
+		Duplicates:      executed - distinct,
+		Attempts:        int(p.attempts.Load()),
+		Failures:        int(failures.Load()),
+		Drops:           int(p.drops.Load()),
+		Resets:          int(p.resets.Load()),
+		Elapsed:         elapsed,
+		Crashed:         crashed,
+		KilledAt:        killedAt,
+		CrashedInFlight: inFlight,
+		Reconciled:      int(svc.reconciled.Load()),
+		TakenOver:       int(svc.takenOver.Load()),
+		Deduplicated:    l.deduplications(),
+		Stuck:           stuck,
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,32 +32,59 @@ func envDSN() string {
 	return defaultDSN
 }
 
-// openStore returns a fresh, empty idempotency store of the configured kind
-// and a function that removes it. A PostgreSQL store gets a schema of its
-// own, created with pgstore.Migrate and dropped afterwards.
-func openStore(ctx context.Context, cfg config) (idempotency.Store, func(), error) {
+// storeOpener opens the idempotency store for one instance of the service.
+type storeOpener func(context.Context) (idempotency.Store, error)
+
+// openStore prepares a fresh, empty idempotency store of the configured kind
+// and returns a function that opens it for one instance of the service, and
+// a function that removes it. Every instance sees the same records: a
+// MemoryStore is shared (it lives in this process, which outlives a killed
+// instance), and each instance on PostgreSQL gets a pool of its own on one
+// schema, created with pgstore.Migrate and dropped afterwards.
+func openStore(ctx context.Context, cfg config) (storeOpener, func(), error) {
 	if cfg.Store != storePostgres {
-		return idempotency.NewMemoryStore(nil), func() {}, nil
+		store := idempotency.NewMemoryStore(nil)
+		return func(context.Context) (idempotency.Store, error) { return store, nil }, func() {}, nil
 	}
-	pool, err := pgxpool.New(ctx, cfg.DSN)
+	admin, err := pgxpool.New(ctx, cfg.DSN)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	schema := fmt.Sprintf("payments_demo_%d", time.Now().UnixNano())
+	var (
+		mu    sync.Mutex
+		pools []*pgxpool.Pool
+	)
 	drop := func() {
+		mu.Lock()
+		for _, p := range pools {
+			p.Close()
+		}
+		pools = nil
+		mu.Unlock()
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		pool.Close()
+		admin.Exec(dctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		admin.Close()
 	}
-	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
+	if err := pgstore.Migrate(ctx, admin, schema); err != nil {
 		drop()
 		return nil, nil, fmt.Errorf("migrate PostgreSQL schema %s: %w", schema, err)
 	}
-	store, err := pgstore.New(pool, pgstore.WithSchema(schema))
-	if err != nil {
-		drop()
-		return nil, nil, err
+	open := func(ctx context.Context) (idempotency.Store, error) {
+		pool, err := pgxpool.New(ctx, cfg.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		}
+		store, err := pgstore.New(pool, pgstore.WithSchema(schema))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		mu.Lock()
+		pools = append(pools, pool)
+		mu.Unlock()
+		return store, nil
 	}
-	return store, drop, nil
+	return open, drop, nil
 }
