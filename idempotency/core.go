@@ -207,6 +207,8 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 //     matching ErrTxFailed and the statement's error; nothing was stored,
 //     whatever the work returned, and the key is freed or abandoned as for a
 //     plain error;
+//   - a step's recovery point could not be saved: an error wrapping the
+//     store's; likewise nothing was stored, whatever the work returned;
 //   - a store error.
 //
 // A panic in work rolls back the transaction, frees or abandons the key as a
@@ -336,6 +338,15 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		_ = tx.Rollback(bg)
 		r.abandon(bg, e)
 		return Result{}, failed
+	case e.stepErr != nil && !errors.Is(werr, ErrRejected) && !errors.Is(werr, ErrLeaseLost):
+		// A step's recovery point was not saved: the step did not run, or
+		// its result was not kept. What the work made of that (a 5xx, an
+		// Abort) is not the outcome; the next retry resumes the step.
+		if tx != nil {
+			_ = tx.Rollback(bg)
+		}
+		r.abandon(bg, e)
+		return Result{}, fmt.Errorf("idempotency: a recovery point was not saved, so nothing was stored: %w", e.stepErr)
 	case werr == nil:
 		if tx != nil {
 			err = tx.Complete(bg, out)

@@ -26,6 +26,9 @@ type Execution struct {
 	// mu orders the saves of recovery points (MarkStarted may be called
 	// from any goroutine).
 	mu sync.Mutex
+	// stepErr is the first store failure saving a step's recovery point:
+	// the attempt then fails whatever the work returns.
+	stepErr error
 
 	// Recovery state: the last saved point, the encoded data saved with it,
 	// completed step results by name, and the steps called in this attempt.

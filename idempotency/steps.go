@@ -31,7 +31,10 @@ type stepResult struct {
 // A retry after a crash (the lease taken over) resumes after the last
 // completed step; a step that began but did not complete is called again with
 // the same downstream key, so the downstream service deduplicates it. fn's
-// error is returned as it is and nothing is saved for the step. Step marks the
+// error is returned as it is and nothing is saved for the step. If a
+// recovery point cannot be saved (the store failed), Step returns that
+// error, and whatever the work then returns is not stored: the attempt
+// failed, and the next retry (or a Reconciler) resumes it. Step marks the
 // execution started. Each name may be used once per execution; results are
 // stored with the key, so keep them small.
 //
@@ -73,6 +76,9 @@ func (e *Execution) save(ctx context.Context, point string, data []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.renew(ctx, point, data); err != nil {
+		if e.stepErr == nil && !errors.Is(err, ErrLeaseLost) {
+			e.stepErr = err
+		}
 		return fmt.Errorf("idempotency: recovery point %q: %w", point, err)
 	}
 	return nil
