@@ -164,7 +164,10 @@ type middleware struct {
 // recovery point, left for the retry to resume), and the client gets 503
 // with Retry-After (code transaction_rolled_back), or 500 without it when the
 // failure is permanent (ErrPermanent), so that a retry runs cleanly. A
-// rejection (a 4xx before MarkStarted) is still sent as it is.
+// rejection (a 4xx before MarkStarted) is still sent as it is. Likewise,
+// when a step's recovery point could not be saved (Execution.Step), the
+// handler's answer is not stored: the client gets 503 with Retry-After (500
+// when the store's failure is permanent), and its retry resumes the step.
 //
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
