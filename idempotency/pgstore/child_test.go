@@ -31,6 +31,7 @@ const (
 // inside the completion transaction after the local write (before Complete).
 const (
 	gateAfterCall      = "after-call"
+	gateAfterStart     = "after-start"
 	gateAfterStep      = "after-step"
 	gateBeforeComplete = "before-complete"
 )
@@ -165,6 +166,8 @@ func (c *childServer) wait(gate string, attempt int64) {
 func (c *childServer) serveOrder(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	e := idempotency.FromContext(ctx)
+	idempotency.MarkStarted(ctx) // saved with the record: a reconciler knows it began
+	c.wait(gateAfterStart, e.Attempt())
 	charge, err := e.Step(ctx, "charge", func(ctx context.Context, key string) ([]byte, error) {
 		ch, err := c.charge(ctx, key)
 		if err == nil {

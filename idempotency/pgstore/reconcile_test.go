@@ -79,6 +79,40 @@ func TestReconcilerFinishesAfterSIGKILL(t *testing.T) {
 	assert.Nil(t, resume, "the stored request goes when the record completes")
 }
 
+// A server process is killed after the request began and before any step:
+// another instance's Reconciler runs the whole request once.
+func TestReconcilerRunsWhatDiedBeforeAnyStep(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	schema := newSchema(t, pool)
+	prov := newProvider(t)
+	client := newClient(t)
+
+	first := startChild(t, schema, prov.URL, 0, gateAfterStart)
+	go func() { _ = post(client, first.url, "order-11") }()
+	first.expect(t, gateAfterStart+" 1")
+	first.kill(t)
+	var point []byte
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT recovery_point FROM "+table(schema, "idempotency_keys")).Scan(&point))
+	assert.Equal(t, "started", string(point), "the started mark is saved")
+
+	runner, handler := instance(t, schema, prov.URL, 2*time.Hour)
+	n, err := idempotency.Reconcile(context.Background(), runner, quietConfig())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	calls, effects := prov.stats()
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, 1, effects)
+	assert.True(t, written(t, pool, schema, "order-11#2"))
+
+	server := httptest.NewServer(handler)
+	defer server.Close()
+	late := post(client, server.URL, "order-11")
+	require.NoError(t, late.err)
+	assert.True(t, late.replayed)
+	assert.Equal(t, "order order-11#2 charge ch_1", late.body)
+}
+
 // Two instances' Reconcilers and the client's retry race for one stalled
 // execution: one runs it, one charge, one order.
 func TestReconcilersRaceOnPostgres(t *testing.T) {
