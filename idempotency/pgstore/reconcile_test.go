@@ -32,6 +32,22 @@ func instance(t *testing.T, schema, dep string, shift time.Duration) (*idempoten
 	return runner, c.handler(runner)
 }
 
+// crashAt starts a server process on schema, posts key to it, and kills it
+// (SIGKILL) once the request reached gate; it returns what the client got.
+// Before gateAfterStart the provider has been called once.
+func crashAt(t *testing.T, schema string, prov *provider, client *http.Client, gate, key string) result {
+	t.Helper()
+	first := startChild(t, schema, prov.URL, 0, gate)
+	sent := make(chan result, 1)
+	go func() { sent <- post(client, first.url, key) }()
+	if gate != gateAfterStart {
+		first.expect(t, "called 1")
+	}
+	first.expect(t, gate+" 1")
+	first.kill(t)
+	return <-sent
+}
+
 func quietConfig() idempotency.ReconcilerConfig {
 	return idempotency.ReconcilerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
@@ -48,13 +64,7 @@ func TestReconcilerFinishesAfterSIGKILL(t *testing.T) {
 	prov := newProvider(t)
 	client := newClient(t)
 
-	first := startChild(t, schema, prov.URL, 0, gateAfterStep)
-	sent := make(chan result, 1)
-	go func() { sent <- post(client, first.url, "order-9") }()
-	first.expect(t, "called 1")
-	first.expect(t, gateAfterStep+" 1")
-	first.kill(t)
-	require.Error(t, (<-sent).err, "the client goes away with its server")
+	require.Error(t, crashAt(t, schema, prov, client, gateAfterStep, "order-9").err, "the client goes away with its server")
 
 	// Another instance, two hours on: the one-hour lease has run out.
 	runner, handler := instance(t, schema, prov.URL, 2*time.Hour)
@@ -88,10 +98,7 @@ func TestReconcilerRunsWhatDiedBeforeAnyStep(t *testing.T) {
 	prov := newProvider(t)
 	client := newClient(t)
 
-	first := startChild(t, schema, prov.URL, 0, gateAfterStart)
-	go func() { _ = post(client, first.url, "order-11") }()
-	first.expect(t, gateAfterStart+" 1")
-	first.kill(t)
+	crashAt(t, schema, prov, client, gateAfterStart, "order-11")
 	var point []byte
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT recovery_point FROM "+table(schema, "idempotency_keys")).Scan(&point))
 	assert.Equal(t, "started", string(point), "the started mark is saved")
@@ -121,11 +128,7 @@ func TestReconcilersRaceOnPostgres(t *testing.T) {
 	schema := newSchema(t, pool)
 	prov := newProvider(t)
 	client := newClient(t)
-	first := startChild(t, schema, prov.URL, 0, gateAfterCall)
-	go func() { _ = post(client, first.url, "order-10") }()
-	first.expect(t, "called 1")
-	first.expect(t, gateAfterCall+" 1")
-	first.kill(t)
+	crashAt(t, schema, prov, client, gateAfterCall, "order-10")
 
 	a, _ := instance(t, schema, prov.URL, 2*time.Hour)
 	b, _ := instance(t, schema, prov.URL, 2*time.Hour)
