@@ -97,7 +97,9 @@
 // it completes. An execution with nothing to resume it with, or that
 // reached ReconcilerConfig.MaxAttempts, is parked (Record.Parked) with its
 // reason, logged and observed (OutcomeParked), and never taken over by a
-// Reconciler again; its client's retry still may.
+// Reconciler again; its client's retry still may. Store.ListParked lists
+// the parked executions with their reasons, page by page, and
+// Runner.RetryParked runs one again at once once its cause is mended.
 //
 // # Transactions
 //

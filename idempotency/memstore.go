@@ -38,6 +38,9 @@ type MemoryStore struct {
 	// started holds the in-progress records that began executing (saved a
 	// recovery point) and are not parked: those TakeOverStalled looks at.
 	started map[*memRecord]struct{}
+	// parked holds the in-progress records a Reconciler parked: those
+	// ListParked looks at.
+	parked map[*memRecord]struct{}
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -65,7 +68,8 @@ func NewMemoryStore(clk clock.Clock) *MemoryStore {
 	if clk == nil {
 		clk = clock.New()
 	}
-	return &MemoryStore{clock: clk, records: make(map[memKey]*memRecord), started: make(map[*memRecord]struct{})}
+	return &MemoryStore{clock: clk, records: make(map[memKey]*memRecord), started: make(map[*memRecord]struct{}),
+		parked: make(map[*memRecord]struct{})}
 }
 
 // Claim implements Store.
@@ -128,12 +132,18 @@ func (s *MemoryStore) takeOver(r *memRecord, now time.Time, lease time.Duration)
 	}
 }
 
-// track keeps s.started up to date with r. s.mu is held.
+// track keeps s.started and s.parked up to date with r. s.mu is held.
 func (s *MemoryStore) track(r *memRecord) {
-	if r.rec.State == StateInProgress && r.rec.RecoveryPoint != "" && r.rec.Parked == "" && r.index >= 0 {
+	live := r.rec.State == StateInProgress && r.index >= 0
+	if live && r.rec.RecoveryPoint != "" && r.rec.Parked == "" {
 		s.started[r] = struct{}{}
 	} else {
 		delete(s.started, r)
+	}
+	if live && r.rec.Parked != "" {
+		s.parked[r] = struct{}{}
+	} else {
+		delete(s.parked, r)
 	}
 }
 
@@ -311,6 +321,7 @@ func (s *MemoryStore) add(k memKey, r *memRecord) {
 func (s *MemoryStore) remove(k memKey, r *memRecord) {
 	delete(s.records, k)
 	delete(s.started, r)
+	delete(s.parked, r)
 	s.expiry.remove(r)
 }
 

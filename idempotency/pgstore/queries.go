@@ -13,7 +13,7 @@ const recordColumns = `caller, key, fingerprint, status, attempt, generation, lo
 // both exactly.
 type queries struct {
 	claim, get, saveRecoveryPoint, complete, completeTx, release string
-	deleteExpired, takeOverStalled, park                         string
+	deleteExpired, takeOverStalled, park, listParked             string
 	enqueue, claimOutbox, markDelivered, markFailed, purge       string
 }
 
@@ -129,6 +129,14 @@ RETURNING @cols`),
 		park: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
 SET parked = $4, locked_until = @now6
 WHERE @id AND attempt = $3 AND generation = $5 AND status = 1 AND expires_at > @now6`),
+
+		// Parked rows only (a partial index holds them), in the order of
+		// caller then key, after the page's cursor ($1, $2).
+		listParked: r.Replace(`SELECT @cols FROM __SCHEMA__.idempotency_keys
+WHERE status = 1 AND parked IS NOT NULL AND expires_at > @now4
+	AND (caller, key) > ($1::bytea, $2::bytea)
+ORDER BY caller, key
+LIMIT $3`),
 
 		enqueue: r.Replace(`INSERT INTO __SCHEMA__.outbox (topic, payload) VALUES ($1, $2) RETURNING id::text`),
 

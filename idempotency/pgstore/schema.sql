@@ -107,6 +107,12 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_stalled_idx
     ON __SCHEMA__.idempotency_keys (locked_until)
     WHERE status = 1 AND recovery_point <> '' AND parked IS NULL;
 
+-- The executions a reconciler gave up on, for ListParked: few, and only
+-- while they stay parked.
+CREATE INDEX IF NOT EXISTS idempotency_keys_parked_idx
+    ON __SCHEMA__.idempotency_keys (key_hash)
+    WHERE status = 1 AND parked IS NOT NULL;
+
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON __SCHEMA__.idempotency_keys (expires_at);
 

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/exactlyonce/retry/idempotency"
@@ -38,11 +39,13 @@ func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Durat
 }
 
 // Park marks the record f owns as given up with reason and ends its lease,
-// conditional on f.
+// conditional on f. The reason is kept as text: a NUL byte or invalid UTF-8
+// in it (an error that quotes a key, say) becomes U+FFFD.
 func (s *Store) Park(ctx context.Context, f idempotency.Fence, reason string) error {
 	if reason == "" {
 		reason = "parked"
 	}
+	reason = strings.ToValidUTF8(strings.ReplaceAll(reason, "\x00", "\uFFFD"), "\uFFFD")
 	tag, err := s.pool.Exec(ctx, s.q.park, []byte(f.Caller), []byte(f.Key), f.Attempt, reason, f.Generation, s.now())
 	return fenced("park", tag, err)
 }

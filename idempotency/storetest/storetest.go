@@ -38,7 +38,8 @@
 //     kept), oldest lease first, within its limit, each for one caller of
 //     many at once; Park is fenced, keeps its reason, hides the record from
 //     TakeOverStalled and lets the next claim take it over at once; Resume
-//     is kept until the record completes;
+//     is kept until the record completes; ListParked lists exactly the live
+//     parked records, by caller then key, page after page;
 //   - Release frees the key; Get returns ErrNotFound for a missing key;
 //   - expiry: after the TTL a key is absent for Get and Claim before any
 //     DeleteExpired; DeleteExpired removes only expired records and honours
@@ -129,6 +130,7 @@ var cases = []struct {
 	{"TakeOverStalledLimit", testTakeOverStalledLimit},
 	{"TakeOverStalledRace", testTakeOverStalledRace},
 	{"Park", testPark},
+	{"ListParked", testListParked},
 	{"TakeoverRace", testTakeoverRace},
 	{"RecoveryPointExtendsLease", testRecoveryPointExtendsLease},
 	{"CompletedIsNeverTakenOver", testCompletedIsNeverTakenOver},
