@@ -1,0 +1,284 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts. Each runs atomically on the node that holds its keys, so
+// every operation on a record is one script call: one round trip.
+//
+// A record is a hash with these fields (all strings; times in microseconds
+// since the Unix epoch, on the Redis clock plus the test shift):
+//
+//	c   caller              k   key              fp  fingerprint
+//	st  1 in progress, 2 completed               at  attempt
+//	g   generation          lu  locked until     pt  recovery point
+//	dt  recovery data       rs  response         rm  resume
+//	pk  parked reason ("" when not parked)       pm  its parked-set member
+//	ca  created at          ex  expires at
+//
+// A record is returned to Go as the fields c ... ex in that order (pm is
+// not), after a one-letter outcome where there is one.
+
+// prelude is shared by every script. ARGV[1] is always the test shift in
+// microseconds. Numbers are Lua doubles: times in microseconds (about 1.8e15)
+// and generations (kept below 2^53, see newGeneration) are exact, and fmt
+// writes them back without an exponent.
+const prelude = `
+local F = {'c','k','fp','st','at','g','lu','pt','dt','rs','rm','pk','ca','ex'}
+local C, K, FP, ST, AT, G, LU, PT, DT, RS, RM, PK, CA, EX = 1,2,3,4,5,6,7,8,9,10,11,12,13,14
+
+local function fmt(n) return string.format('%.0f', n) end
+
+local function now_us()
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1])
+end
+
+-- load returns the record at key (false for a missing field: ''), or nil.
+local function load(key)
+	local v = redis.call('HMGET', key, unpack(F))
+	if not v[C] then return nil end
+	for i = 1, #F do v[i] = v[i] or '' end
+	return v
+end
+
+-- same checks that the record is the one of (caller, key): its id is a
+-- SHA-256 of both, so another pair is never found, but a hash collision
+-- must not mix two records either.
+local function same(v, caller, key)
+	if v[C] ~= caller or v[K] ~= key then
+		error('exactlyonce: two records share a key name')
+	end
+end
+
+local function flat(outcome, v)
+	local out = {outcome}
+	for i = 1, #F do out[i + 1] = v[i] end
+	return out
+end
+
+-- index keeps the stalled set in step with v: a begun, unparked,
+-- in-progress record is in it, scored by the end of its lease.
+local function index(stalled, v, id)
+	if v[ST] == '1' and v[PT] ~= '' and v[PK] == '' then
+		redis.call('ZADD', stalled, v[LU], id)
+	else
+		redis.call('ZREM', stalled, id)
+	end
+end
+
+-- unpark takes the record at key out of its shard's parked set.
+local function unpark(key, parked)
+	local pm = redis.call('HGET', key, 'pm')
+	if pm then
+		redis.call('ZREM', parked, pm)
+		redis.call('HDEL', key, 'pm')
+	end
+end
+
+-- forget deletes the record at key and its index entries.
+local function forget(key, exp, stalled, parked, id)
+	local pm = redis.call('HGET', key, 'pm')
+	if pm then redis.call('ZREM', parked, pm) end
+	redis.call('DEL', key)
+	redis.call('ZREM', exp, id)
+	redis.call('ZREM', stalled, id)
+end
+`
+
+// claimScript creates, replaces, takes over or reports a record.
+// KEYS: record, exp, stalled, parked, gen.
+// ARGV: shift, caller, key, id, fingerprint, lease, ttl, has resume (0/1), resume.
+// Returns the outcome (n created, t taken over, p in progress, c completed,
+// m mismatch) and the record.
+const claimScript = prelude + `
+local now = now_us()
+local v = load(KEYS[1])
+if v then
+	same(v, ARGV[2], ARGV[3])
+	if tonumber(v[EX]) > now then
+		if v[FP] ~= ARGV[5] then return flat('m', v) end
+		if v[ST] == '2' then return flat('c', v) end
+		if tonumber(v[LU]) > now then return flat('p', v) end
+		v[AT] = fmt(tonumber(v[AT]) + 1)
+		v[LU] = fmt(now + tonumber(ARGV[6]))
+		if v[PK] ~= '' then
+			unpark(KEYS[1], KEYS[4])
+			v[PK] = ''
+		end
+		if ARGV[8] == '1' then v[RM] = ARGV[9] end
+		redis.call('HSET', KEYS[1], 'at', v[AT], 'lu', v[LU], 'pk', '', 'rm', v[RM])
+		index(KEYS[3], v, ARGV[4])
+		return flat('t', v)
+	end
+	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+end
+-- A new record, with a generation this shard never gave: above the last one
+-- given, and never below the clock, so that it stays above every generation
+-- given before even if the counter was lost (a restart without persistence).
+local g = tonumber(redis.call('GET', KEYS[5]) or '0') + 1
+if g < now then g = now end
+redis.call('SET', KEYS[5], fmt(g))
+local resume = ''
+if ARGV[8] == '1' then resume = ARGV[9] end
+v = {ARGV[2], ARGV[3], ARGV[5], '1', '1', fmt(g), fmt(now + tonumber(ARGV[6])), '', '', '', resume, '',
+	fmt(now), fmt(now + tonumber(ARGV[7]))}
+local fields = {}
+for i = 1, #F do
+	fields[2 * i - 1] = F[i]
+	fields[2 * i] = v[i]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('ZADD', KEYS[2], v[EX], ARGV[4])
+-- Redis drops the hash by itself a day after it expired, should no sweeper
+-- ever run; the sweeper removes it (and its index entries) before that.
+redis.call('PEXPIREAT', KEYS[1], math.ceil((now + tonumber(ARGV[7]) - tonumber(ARGV[1])) / 1000) + 86400000)
+return flat('n', v)
+`
+
+// getScript reads the live record.
+// KEYS: record. ARGV: shift, caller, key.
+// Returns the record, or an empty array.
+const getScript = prelude + `
+local v = load(KEYS[1])
+if not v then return {} end
+same(v, ARGV[2], ARGV[3])
+if tonumber(v[EX]) <= now_us() then return {} end
+return flat('', v)
+`
+
+// fenced is the check shared by the fenced writes: the live in-progress
+// record whose attempt and generation are ARGV[5] and ARGV[6], or nil.
+const fenced = prelude + `
+local now = now_us()
+local function fenced()
+	local v = load(KEYS[1])
+	if not v then return nil end
+	same(v, ARGV[2], ARGV[3])
+	if v[ST] ~= '1' or v[AT] ~= ARGV[5] or v[G] ~= ARGV[6] or tonumber(v[EX]) <= now then return nil end
+	return v
+end
+local v = fenced()
+if not v then return 0 end
+`
+
+// The fenced writes. KEYS: record, exp, stalled, parked.
+// ARGV: shift, caller, key, id, attempt, generation, then their own.
+// Each returns 1, or 0 when the fence no longer holds (and changes nothing).
+const (
+	// ARGV[7] point, ARGV[8] data, ARGV[9] lease.
+	saveScript = fenced + `
+v[PT] = ARGV[7]
+v[LU] = fmt(now + tonumber(ARGV[9]))
+redis.call('HSET', KEYS[1], 'pt', v[PT], 'dt', ARGV[8], 'lu', v[LU])
+index(KEYS[3], v, ARGV[4])
+return 1
+`
+	// ARGV[7] response. The parked reason stays, as in every store.
+	completeScript = fenced + `
+v[ST] = '2'
+redis.call('HSET', KEYS[1], 'st', '2', 'rs', ARGV[7], 'rm', '')
+index(KEYS[3], v, ARGV[4])
+unpark(KEYS[1], KEYS[4])
+return 1
+`
+	releaseScript = fenced + `
+forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+return 1
+`
+	// ARGV[7] reason, ARGV[8] parked-set member.
+	parkScript = fenced + `
+v[PK] = ARGV[7]
+v[LU] = fmt(now)
+redis.call('HSET', KEYS[1], 'pk', v[PK], 'pm', ARGV[8], 'lu', v[LU])
+redis.call('ZADD', KEYS[4], 0, ARGV[8])
+index(KEYS[3], v, ARGV[4])
+return 1
+`
+)
+
+// dueScript lists up to ARGV[2] members of the sorted set KEYS[1] whose
+// score is not after now (ARGV[1]: the shift), lowest first, with their
+// scores: the stalled or expired records of a shard.
+const dueScript = prelude + `
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_us()), 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+`
+
+// takeOverScript takes over the stalled records among KEYS[4...] (their ids
+// in ARGV[3...]), each only if it still is stalled: live, in progress, begun,
+// not parked, its lease run out. Records gone or not stalled are dropped from
+// the stalled set (KEYS[1]) when they no longer belong in it.
+// KEYS: stalled, exp, parked, records... ARGV: shift, lease, ids...
+// Returns the records taken over, one after another.
+const takeOverScript = prelude + `
+local now = now_us()
+local out = {}
+for i = 4, #KEYS do
+	local id = ARGV[i - 1]
+	local v = load(KEYS[i])
+	if not v then
+		redis.call('ZREM', KEYS[1], id)
+	elseif tonumber(v[EX]) <= now then
+		-- expired: the sweeper removes it
+		redis.call('ZREM', KEYS[1], id)
+	elseif v[ST] == '1' and v[PT] ~= '' and v[PK] == '' and tonumber(v[LU]) <= now then
+		v[AT] = fmt(tonumber(v[AT]) + 1)
+		v[LU] = fmt(now + tonumber(ARGV[2]))
+		redis.call('HSET', KEYS[i], 'at', v[AT], 'lu', v[LU])
+		index(KEYS[1], v, id)
+		for j = 1, #F do out[#out + 1] = v[j] end
+	else
+		index(KEYS[1], v, id)
+	end
+end
+return out
+`
+
+// deleteScript deletes the expired records among KEYS[4...] (ids in
+// ARGV[2...]), each only if it still is expired, and drops the ids of
+// records already gone from the expiry set.
+// KEYS: exp, stalled, parked, records... ARGV: shift, ids...
+// Returns how many records it deleted.
+const deleteScript = prelude + `
+local now = now_us()
+local n = 0
+for i = 4, #KEYS do
+	local id = ARGV[i - 2]
+	local ex = redis.call('HGET', KEYS[i], 'ex')
+	if not ex then
+		if redis.call('ZREM', KEYS[1], id) == 1 then n = n + 1 end
+		redis.call('ZREM', KEYS[2], id)
+	elseif tonumber(ex) <= now then
+		forget(KEYS[i], KEYS[1], KEYS[2], KEYS[3], id)
+		n = n + 1
+	end
+end
+return n
+`
+
+// parkedScript reads the records KEYS[...] and returns those that are live,
+// in progress and parked, one after another. ARGV: shift.
+const parkedScript = prelude + `
+local now = now_us()
+local out = {}
+for i = 1, #KEYS do
+	local v = load(KEYS[i])
+	if v and v[ST] == '1' and v[PK] ~= '' and tonumber(v[EX]) > now then
+		for j = 1, #F do out[#out + 1] = v[j] end
+	end
+end
+return out
+`
+
+var (
+	claimLua     = redis.NewScript(claimScript)
+	getLua       = redis.NewScript(getScript)
+	saveLua      = redis.NewScript(saveScript)
+	completeLua  = redis.NewScript(completeScript)
+	releaseLua   = redis.NewScript(releaseScript)
+	parkLua      = redis.NewScript(parkScript)
+	dueLua       = redis.NewScript(dueScript)
+	takeOverLua  = redis.NewScript(takeOverScript)
+	deleteLua    = redis.NewScript(deleteScript)
+	parkedLua    = redis.NewScript(parkedScript)
+	recordFields = 14
+)
