@@ -1,0 +1,92 @@
+package mysqlstore
+
+import "strings"
+
+// recordColumns are the columns scanRecord reads, in order.
+const recordColumns = "caller, `key`, fingerprint, status, attempt, generation, locked_until, " +
+	"recovery_point, recovery_data, response, resume, parked, created_at, expires_at"
+
+// queries holds the store's SQL with the table names filled in. @now is the
+// database clock in microseconds since the Unix epoch, plus the test shift:
+// it takes one argument (the shift) where it stands. Queries on one record
+// find it by id, through the primary key, and match caller and key exactly.
+type queries struct {
+	claimRead, insert, replace, takeOver                 string
+	get, save, complete, release, park                   string
+	stalledRead, deleteRead, listParked, nextGenerations string
+	keysTable                                            string
+}
+
+// now is the database clock, in microseconds, plus the shift argument. The
+// clock of one statement is one instant. UTC_TIMESTAMP and a DATETIME
+// epoch make it free of the session's time zone and of daylight saving.
+const now = "(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS SIGNED) + ?)"
+
+// fencedWhere matches the live in-progress record of a fence.
+// Arguments: id, caller, key, attempt, generation, shift.
+const fencedWhere = "id = ? AND caller = ? AND `key` = ? AND attempt = ? AND generation = ? AND status = 1 AND expires_at > @now"
+
+func buildQueries(prefix string) queries {
+	keys := "`" + prefix + "idempotency_keys`"
+	r := strings.NewReplacer("@keys", keys, "@gens", "`"+prefix+"idempotency_generations`",
+		"@cols", recordColumns, "@fenced", fencedWhere)
+	q := queries{
+		// Arguments: shift, id, caller, key. One row always: the clock,
+		// and the record's columns, NULL when there is none.
+		claimRead: "SELECT n.now, " + prefixed("t.", recordColumns) + " FROM (SELECT @now AS now) n " +
+			"LEFT JOIN @keys t ON t.id = ? AND t.caller = ? AND t.`key` = ?",
+		// A plain INSERT, not INSERT IGNORE, which would also turn errors
+		// other than the duplicate key into warnings (a value too long
+		// would be cut short). Arguments: id, caller, key, fingerprint,
+		// generation, locked_until, resume, created_at, expires_at.
+		insert: "INSERT INTO @keys (id, @cols) VALUES (?, ?, ?, ?, 1, 1, ?, ?, '', NULL, NULL, ?, NULL, ?, ?)",
+		// Replaces the expired record read, as a new one. Arguments:
+		// fingerprint, generation, locked_until, resume, created_at,
+		// expires_at, id, caller, key, the generation read, shift.
+		replace: "UPDATE @keys SET fingerprint = ?, status = 1, attempt = 1, generation = ?, locked_until = ?, " +
+			"recovery_point = '', recovery_data = NULL, response = NULL, resume = ?, parked = NULL, created_at = ?, expires_at = ? " +
+			"WHERE id = ? AND caller = ? AND `key` = ? AND generation = ? AND expires_at <= @now",
+		// Takes over the stale in-progress record read, if it still is.
+		// Arguments: locked_until, resume (NULL: keep), id, caller, key,
+		// attempt, generation, fingerprint, shift, shift.
+		takeOver: "UPDATE @keys SET attempt = attempt + 1, locked_until = ?, parked = NULL, resume = COALESCE(?, resume) " +
+			"WHERE id = ? AND caller = ? AND `key` = ? AND attempt = ? AND generation = ? AND status = 1 AND fingerprint = ? " +
+			"AND locked_until <= @now AND expires_at > @now",
+		// Arguments: id, caller, key, shift.
+		get: "SELECT @cols FROM @keys WHERE id = ? AND caller = ? AND `key` = ? AND expires_at > @now",
+		// Arguments: point, data, shift, lease, then the fence's.
+		save: "UPDATE @keys SET recovery_point = ?, recovery_data = ?, locked_until = @now + ? WHERE @fenced",
+		// Arguments: response, then the fence's.
+		complete: "UPDATE @keys SET status = 2, response = ?, resume = NULL WHERE @fenced",
+		release:  "DELETE FROM @keys WHERE @fenced",
+		// Arguments: reason, shift, then the fence's.
+		park: "UPDATE @keys SET parked = ?, locked_until = @now WHERE @fenced",
+		// Stalled executions, oldest lease first, locked; rows another
+		// transaction holds are skipped. Arguments: shift x3, limit.
+		stalledRead: "SELECT @now, id, @cols FROM @keys WHERE stalled_at <= @now AND expires_at > @now " +
+			"ORDER BY stalled_at LIMIT ? FOR UPDATE SKIP LOCKED",
+		// Arguments: shift, limit.
+		deleteRead: "SELECT id FROM @keys WHERE expires_at <= @now ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED",
+		// Parked rows only (an index holds them), by caller then key, after
+		// the page's cursor. Arguments: shift, caller, caller, key, limit.
+		listParked: "SELECT @cols FROM @keys WHERE parked_id IS NOT NULL AND expires_at > @now " +
+			"AND (caller > ? OR (caller = ? AND `key` > ?)) ORDER BY caller, `key` LIMIT ?",
+		// Takes a block of generations. Argument: the block's size.
+		nextGenerations: "UPDATE @gens SET next = LAST_INSERT_ID(next + ?) WHERE id = 1",
+		keysTable:       keys,
+	}
+	for _, p := range []*string{&q.claimRead, &q.insert, &q.replace, &q.takeOver, &q.get, &q.save, &q.complete,
+		&q.release, &q.park, &q.stalledRead, &q.deleteRead, &q.listParked, &q.nextGenerations} {
+		*p = strings.ReplaceAll(r.Replace(*p), "@now", now)
+	}
+	return q
+}
+
+// prefixed qualifies each of the comma-separated columns with p.
+func prefixed(p, cols string) string {
+	parts := strings.Split(cols, ", ")
+	for i, c := range parts {
+		parts[i] = p + c
+	}
+	return strings.Join(parts, ", ")
+}

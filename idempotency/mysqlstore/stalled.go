@@ -1,0 +1,100 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// defaultStalledLimit bounds a TakeOverStalled call given no limit.
+const defaultStalledLimit = 1000
+
+// TakeOverStalled takes over up to limit stalled executions (those that
+// began, whose lease ran out, not parked; limit <= 0: 1,000) in one READ
+// COMMITTED transaction: a locking read of the oldest leases first through
+// an index of the executing rows, skipping rows another transaction holds
+// (another instance's takeover, a claim, a completion), then one UPDATE of
+// the rows it locked. Instances running it at once share the work, and none
+// waits for another's locks. Each record comes back with its Attempt
+// incremented and a lease of lease from the database clock.
+func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) (taken []idempotency.Record, err error) {
+	if lease <= 0 {
+		return nil, idempotency.Permanent(fmt.Errorf("mysqlstore: take over stalled: lease %v must be positive", lease))
+	}
+	if limit <= 0 {
+		limit = defaultStalledLimit
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.q.stalledRead, s.shiftArg(), s.shiftArg(), s.shiftArg(), limit)
+		if err != nil {
+			return err
+		}
+		var (
+			now int64
+			ids [][]byte
+		)
+		for rows.Next() {
+			var id []byte
+			r, err := scanRecord(rows, &now, &id)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			taken, ids = append(taken, r), append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		lu := now + lease.Microseconds()
+		args := []any{lu}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE "+s.q.keysTable+" SET attempt = attempt + 1, locked_until = ? WHERE id IN ("+
+			strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")+")", args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
+			return fmt.Errorf("updated %d of the %d rows it locked: %v", n, len(ids), err)
+		}
+		for i := range taken {
+			taken[i].Attempt++
+			taken[i].LockedUntil = fromMicros(lu)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: take over stalled: %w", err)
+	}
+	return taken, nil
+}
+
+// inTx runs f in a READ COMMITTED transaction and commits it, or rolls it
+// back when f fails. Errors are classified.
+func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return classify(err)
+	}
+	if err := f(tx); err != nil {
+		return classify(errors.Join(err, ignoreDone(tx.Rollback())))
+	}
+	return classify(tx.Commit())
+}
+
+// ignoreDone drops sql.ErrTxDone: a transaction the context already ended.
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
