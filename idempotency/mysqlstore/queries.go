@@ -22,6 +22,18 @@ type queries struct {
 // epoch make it free of the session's time zone and of daylight saving.
 const now = "(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS SIGNED) + ?)"
 
+// nowAfterRead is the database clock like now, read when the expression is
+// evaluated rather than when the statement began: in a SELECT's list, after
+// the rows were read. A claim decides with it whether a lease or a record
+// ran out, so that its clock is never older than a write its read sees (a
+// Park that ended a lease after the statement began would otherwise look
+// live). SYSDATE is local time: the offset from UTC at the statement's start
+// makes it UTC. (A server started with --sysdate-is-now reads the clock at
+// the statement's start instead; a claim may then report a lease that ended
+// a moment before as held, which a retry of the claim sees ended.)
+const nowAfterRead = "(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', SYSDATE(6)) - " +
+	"TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), NOW(6)) AS SIGNED) + ?)"
+
 // fencedWhere matches the live in-progress record of a fence.
 // Arguments: id, caller, key, attempt, generation, shift.
 const fencedWhere = "id = ? AND caller = ? AND `key` = ? AND attempt = ? AND generation = ? AND status = 1 AND expires_at > @now"
@@ -31,9 +43,10 @@ func buildQueries(prefix string) queries {
 	r := strings.NewReplacer("@keys", keys, "@gens", "`"+prefix+"idempotency_generations`",
 		"@cols", recordColumns, "@fenced", fencedWhere)
 	q := queries{
-		// Arguments: shift, id, caller, key. One row always: the clock,
-		// and the record's columns, NULL when there is none.
-		claimRead: "SELECT n.now, " + prefixed("t.", recordColumns) + " FROM (SELECT @now AS now) n " +
+		// Arguments: shift, id, caller, key. One row always: the clock
+		// once the record was read, and the record's columns, NULL when
+		// there is none.
+		claimRead: "SELECT @nowAfterRead, " + prefixed("t.", recordColumns) + " FROM (SELECT 1) n " +
 			"LEFT JOIN @keys t ON t.id = ? AND t.caller = ? AND t.`key` = ?",
 		// A plain INSERT, not INSERT IGNORE, which would also turn errors
 		// other than the duplicate key into warnings (a value too long
@@ -77,7 +90,7 @@ func buildQueries(prefix string) queries {
 	}
 	for _, p := range []*string{&q.claimRead, &q.insert, &q.replace, &q.takeOver, &q.get, &q.save, &q.complete,
 		&q.release, &q.park, &q.stalledRead, &q.deleteRead, &q.listParked, &q.nextGenerations} {
-		*p = strings.ReplaceAll(r.Replace(*p), "@now", now)
+		*p = strings.ReplaceAll(strings.ReplaceAll(r.Replace(*p), "@nowAfterRead", nowAfterRead), "@now", now)
 	}
 	return q
 }

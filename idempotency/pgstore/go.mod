@@ -9,8 +9,11 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/anishathalye/porcupine v1.3.1 // indirect
+
 require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/exactlyonce/retry/idempotency/storetest/linearize v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -21,3 +24,5 @@ require (
 )
 
 replace github.com/exactlyonce/retry => ../..
+
+replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../storetest/linearize

@@ -39,17 +39,25 @@ func buildQueries(schema string) queries {
 		// statement returns no row and Claim runs it again. The conflict is
 		// on the hash of caller and key; the update also requires both to
 		// match, so a row of another pair is never taken.
-		claim: r.Replace(`WITH cur AS (
+		//
+		// The statement's clock (n) is read once, when the statement runs,
+		// after its snapshot was taken (clock_timestamp, not now(), which
+		// is the instant the transaction began): a write its snapshot sees
+		// never carries a later time than its clock, so a lease that a
+		// concurrent Park ended is never reported as held.
+		claim: r.Replace(`WITH n AS MATERIALIZED (
+	SELECT clock_timestamp() + $7::bigint * interval '1 microsecond' AS t
+), cur AS (
 	SELECT @cols,
-		expires_at > @now7 AND NOT (status = 1 AND locked_until < @now7 AND fingerprint = $3) AS settled
-	FROM __SCHEMA__.idempotency_keys
+		expires_at > n.t AND NOT (status = 1 AND locked_until < n.t AND fingerprint = $3) AS settled
+	FROM __SCHEMA__.idempotency_keys, n
 	WHERE @id
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
 	SELECT $1, $2, $3, 1, 1, nextval(__GENERATION_SEQ__),
 		n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL, $6::bytea, NULL,
 		n.t, n.t + $5::bigint * interval '1 microsecond'
-	FROM (SELECT @now7 AS t) n
+	FROM n
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
 	ON CONFLICT (key_hash) DO UPDATE SET
 		fingerprint    = excluded.fingerprint,

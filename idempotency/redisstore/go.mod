@@ -11,11 +11,16 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/anishathalye/porcupine v1.3.1 // indirect
+
 require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/exactlyonce/retry/idempotency/storetest/linearize v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../storetest/linearize
