@@ -13,7 +13,7 @@ const recordColumns = "caller, `key`, fingerprint, status, attempt, generation, 
 type queries struct {
 	claimRead, insert, replace, takeOver                 string
 	get, save, complete, release, park                   string
-	stalledRead, deleteRead, listParked, nextGenerations string
+	stalledRead, deleteRead, deleteExpired, listParked, nextGenerations string
 	keysTable                                            string
 }
 
@@ -78,8 +78,12 @@ func buildQueries(prefix string) queries {
 		// transaction holds are skipped. Arguments: shift x3, limit.
 		stalledRead: "SELECT @now, id, @cols FROM @keys WHERE stalled_at <= @now AND expires_at > @now " +
 			"ORDER BY stalled_at LIMIT ? FOR UPDATE SKIP LOCKED",
-		// Arguments: shift, limit.
-		deleteRead: "SELECT id FROM @keys WHERE expires_at <= @now ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED",
+		// The earliest expired rows, read without a lock. Arguments: shift,
+		// limit.
+		deleteRead: "SELECT id FROM @keys WHERE expires_at <= @now ORDER BY expires_at LIMIT ?",
+		// Deletes the rows read that still are expired, locking them by
+		// primary key as a claim does. Arguments: shift, then the ids.
+		deleteExpired: "DELETE FROM @keys WHERE expires_at <= @now AND id IN ",
 		// Parked rows only (an index holds them), by caller then key, after
 		// the page's cursor. Arguments: shift, caller, caller, key, limit.
 		listParked: "SELECT @cols FROM @keys WHERE parked_id IS NOT NULL AND expires_at > @now " +
@@ -89,7 +93,7 @@ func buildQueries(prefix string) queries {
 		keysTable:       keys,
 	}
 	for _, p := range []*string{&q.claimRead, &q.insert, &q.replace, &q.takeOver, &q.get, &q.save, &q.complete,
-		&q.release, &q.park, &q.stalledRead, &q.deleteRead, &q.listParked, &q.nextGenerations} {
+		&q.release, &q.park, &q.stalledRead, &q.deleteRead, &q.deleteExpired, &q.listParked, &q.nextGenerations} {
 		*p = strings.ReplaceAll(strings.ReplaceAll(r.Replace(*p), "@nowAfterRead", nowAfterRead), "@now", now)
 	}
 	return q

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/go-sql-driver/mysql"
 )
 
 // defaultStalledLimit bounds a TakeOverStalled call given no limit.
@@ -78,17 +79,42 @@ func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Durat
 	return taken, nil
 }
 
+// txTries bounds how often inTx runs a transaction that InnoDB chose as
+// the victim of a deadlock.
+const txTries = 5
+
+// errDeadlock is InnoDB's ER_LOCK_DEADLOCK: the transaction was rolled back.
+const errDeadlock = 1213
+
 // inTx runs f in a READ COMMITTED transaction and commits it, or rolls it
-// back when f fails. Errors are classified.
+// back when f fails. A transaction rolled back to break a deadlock (with a
+// claim writing the same rows, say) runs again, a few times. Errors are
+// classified.
 func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	var err error
+	for range txTries {
+		if err = s.tryTx(ctx, f); !isDeadlock(err) {
+			break
+		}
+	}
+	return classify(err)
+}
+
+func (s *Store) tryTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return classify(err)
+		return err
 	}
 	if err := f(tx); err != nil {
-		return classify(errors.Join(err, ignoreDone(tx.Rollback())))
+		return errors.Join(err, ignoreDone(tx.Rollback()))
 	}
-	return classify(tx.Commit())
+	return tx.Commit()
+}
+
+// isDeadlock reports whether err is InnoDB's deadlock error.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDeadlock
 }
 
 // ignoreDone drops sql.ErrTxDone: a transaction the context already ended.

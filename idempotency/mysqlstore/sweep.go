@@ -11,11 +11,12 @@ import (
 const sweepBatch = 1000
 
 // DeleteExpired removes up to limit expired records (limit <= 0: all of them)
-// and returns how many it removed, in READ COMMITTED transactions of at most
-// 1,000 rows: a locking read of the earliest expired rows that skips rows
-// another transaction holds (another sweeper, a claim replacing the row),
-// then a DELETE of those. Every instance may sweep at once without waiting
-// on the others.
+// and returns how many it removed, at most 1,000 at a time: it reads the
+// earliest expired rows without a lock, then deletes those that still are
+// expired in one statement that locks them by primary key, in the order a
+// claim locks a row, so that a sweep never deadlocks with claims replacing
+// the same rows. Every instance may sweep at once; a row another removed
+// first is not counted twice.
 func (s *Store) DeleteExpired(ctx context.Context, limit int) (int, error) {
 	total := 0
 	for {
@@ -48,23 +49,22 @@ func (s *Store) deleteBatch(ctx context.Context, tx *sql.Tx, batch int) (int, er
 	if err != nil {
 		return 0, err
 	}
-	var ids []any
+	args := []any{s.shiftArg()}
 	for rows.Next() {
 		var id []byte
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		ids = append(ids, id)
+		args = append(args, id)
 	}
 	if err := rows.Close(); err != nil {
 		return 0, err
 	}
-	if err := rows.Err(); err != nil || len(ids) == 0 {
+	if err := rows.Err(); err != nil || len(args) == 1 {
 		return 0, err
 	}
-	res, err := tx.ExecContext(ctx, "DELETE FROM "+s.q.keysTable+" WHERE id IN ("+
-		strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")+")", ids...)
+	res, err := tx.ExecContext(ctx, s.q.deleteExpired+"("+strings.TrimSuffix(strings.Repeat("?, ", len(args)-1), ", ")+")", args...)
 	if err != nil {
 		return 0, err
 	}

@@ -238,3 +238,6 @@ func parseRecords(v []any) ([]idempotency.Record, error) {
 	}
 	return recs, nil
 }
+
+// Prefix returns the prefix of the store's keys.
+func (s *Store) Prefix() string { return s.prefix }
