@@ -11,10 +11,10 @@ const recordColumns = "caller, `key`, fingerprint, status, attempt, generation, 
 // it takes one argument (the shift) where it stands. Queries on one record
 // find it by id, through the primary key, and match caller and key exactly.
 type queries struct {
-	claimRead, insert, replace, takeOver                 string
-	get, save, complete, release, park                   string
+	claimRead, insert, replace, takeOver                                string
+	get, save, complete, release, park                                  string
 	stalledRead, deleteRead, deleteExpired, listParked, nextGenerations string
-	keysTable                                            string
+	keysTable                                                           string
 }
 
 // now is the database clock, in microseconds, plus the shift argument. The

@@ -59,7 +59,9 @@ func TestRunnerDoOnce(t *testing.T) {
 	assert.True(t, res.Replayed)
 
 	_, err = runner.Do(ctx, idempotency.Request{Caller: "c", Key: "job-2", Fingerprint: "fp"},
-		func(context.Context, *idempotency.Execution) ([]byte, error) { return nil, idempotency.Reject(errors.New("bad")) })
+		func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return nil, idempotency.Reject(errors.New("bad"))
+		})
 	require.ErrorIs(t, err, idempotency.ErrRejected)
 	_, err = s.Get(ctx, "c", "job-2")
 	require.ErrorIs(t, err, idempotency.ErrNotFound)
