@@ -23,14 +23,16 @@ const defaultStalledLimit = 1000
 // the rows it locked. Instances running it at once share the work, and none
 // waits for another's locks. Each record comes back with its Attempt
 // incremented and a lease of lease from the database clock.
-func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) (taken []idempotency.Record, err error) {
+func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
 		return nil, idempotency.Permanent(fmt.Errorf("mysqlstore: take over stalled: lease %v must be positive", lease))
 	}
 	if limit <= 0 {
 		limit = defaultStalledLimit
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	var taken []idempotency.Record
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		taken = taken[:0]
 		rows, err := tx.QueryContext(ctx, s.q.stalledRead, s.shiftArg(), s.shiftArg(), s.shiftArg(), limit)
 		if err != nil {
 			return err

@@ -23,6 +23,9 @@ var packages = []struct{ dir, file string }{
 	{"idempotency", "idempotency.txt"},
 	{"idempotency/storetest", "storetest.txt"},
 	{"idempotency/pgstore", "pgstore.txt"},
+	{"idempotency/redisstore", "redisstore.txt"},
+	{"idempotency/mysqlstore", "mysqlstore.txt"},
+	{"idempotency/storetest/linearize", "linearize.txt"},
 	{"otelretry", "otelretry.txt"},
 }
 
