@@ -6,7 +6,9 @@ require (
 	github.com/exactlyonce/retry v0.0.0
 	github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
 	github.com/exactlyonce/retry/otelretry v0.0.0
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
@@ -16,6 +18,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -24,11 +27,14 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 
 require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/exactlyonce/retry/idempotency/mysqlstore v0.0.0
+	github.com/exactlyonce/retry/idempotency/redisstore v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -43,3 +49,9 @@ replace (
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
 	github.com/exactlyonce/retry/otelretry => ../otelretry
 )
+
+replace github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
+
+replace github.com/exactlyonce/retry/idempotency/mysqlstore => ../idempotency/mysqlstore
+
+replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../idempotency/storetest/linearize

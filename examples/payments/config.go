@@ -24,10 +24,14 @@ type config struct {
 	Latency time.Duration
 	// Concurrency is the number of charges in flight at once.
 	Concurrency int
-	// Store is the idempotency store: "memory" or "postgres".
+	// Store is the idempotency store: "memory", "postgres", "redis" or "mysql".
 	Store string
 	// DSN is the PostgreSQL connection string, for -store=postgres.
 	DSN string
+	// RedisAddr is the Redis server's address, for -store=redis.
+	RedisAddr string
+	// MySQLDSN is the MySQL or MariaDB data source name, for -store=mysql.
+	MySQLDSN string
 	// OTel is "stdout" to export traces and metrics with OpenTelemetry's
 	// stdout exporters, "" for none.
 	OTel string
@@ -57,6 +61,8 @@ func defaultConfig() config {
 		Concurrency: 16,
 		Store:       storeMemory,
 		DSN:         envDSN(),
+		RedisAddr:   envRedisAddr(),
+		MySQLDSN:    envMySQLDSN(),
 	}
 }
 
@@ -77,8 +83,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&cfg.Reset, "reset", cfg.Reset, "share of attempts whose connection is reset before they reach the service")
 	fs.DurationVar(&cfg.Latency, "latency", cfg.Latency, "most latency added to an attempt")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "charges in flight at once")
-	fs.StringVar(&cfg.Store, "store", cfg.Store, "idempotency store: memory or postgres")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "idempotency store: memory, postgres, redis or mysql")
 	fs.StringVar(&cfg.DSN, "dsn", cfg.DSN, "PostgreSQL connection string for -store=postgres (default from EXACTLYONCE_PG_DSN)")
+	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis address for -store=redis (default from EXACTLYONCE_REDIS_ADDR)")
+	fs.StringVar(&cfg.MySQLDSN, "mysql", cfg.MySQLDSN, "MySQL or MariaDB data source name for -store=mysql (default from EXACTLYONCE_MYSQL_DSN)")
 	fs.StringVar(&cfg.OTel, "otel", cfg.OTel, "OpenTelemetry: stdout exports traces (1% sampled) and metrics with the stdout exporters, as JSON on stderr so that the table stays alone on stdout (default: none)")
 	fs.BoolVar(&cfg.Crash, "crash", cfg.Crash, "kill the payment service once per client, a third of the way through, between a charge and its completion, and restart it on the same store, where a Reconciler finishes what it left")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d charges unless -n is given", shortCharges))
@@ -112,8 +120,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-latency must be between 0 and %v, got %v", maxLatency, c.Latency)
 	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
 		return fmt.Errorf("-concurrency must be between 1 and %d, got %d", maxConcurrency, c.Concurrency)
-	case c.Store != storeMemory && c.Store != storePostgres:
-		return fmt.Errorf("-store must be %s or %s, got %q", storeMemory, storePostgres, c.Store)
+	case c.Store != storeMemory && c.Store != storePostgres && c.Store != storeRedis && c.Store != storeMySQL:
+		return fmt.Errorf("-store must be %s, %s, %s or %s, got %q", storeMemory, storePostgres, storeRedis, storeMySQL, c.Store)
 	case c.OTel != "" && c.OTel != otelStdout:
 		return fmt.Errorf("-otel must be %s or empty, got %q", otelStdout, c.OTel)
 	}

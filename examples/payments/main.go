@@ -2,7 +2,7 @@
 // network.
 //
 // It starts a small payment service, guarded by the idempotency middleware
-// (an in-memory store, or PostgreSQL with -store=postgres), behind a fault-injecting proxy on loopback that
+// (an in-memory store, or PostgreSQL, Redis or MySQL with -store), behind a fault-injecting proxy on loopback that
 // drops responses after the service has charged, resets connections before
 // forwarding, and adds latency. It then sends the same charges twice over:
 // once with this module's client (retry.NewClient, which adds a key to every
@@ -13,7 +13,8 @@
 // Usage:
 //
 //	go run ./examples/payments [-n 1000] [-seed 1] [-drop 0.03] [-reset 0.03]
-//	    [-latency 2ms] [-concurrency 16] [-short] [-store memory|postgres] [-dsn URL]
+//	    [-latency 2ms] [-concurrency 16] [-short] [-store memory|postgres|redis|mysql]
+//	    [-dsn URL] [-redis ADDR] [-mysql DSN]
 //	    [-otel stdout] [-crash]
 //
 // The faults are a pure function of the seed, the request body and how many
@@ -22,8 +23,14 @@
 //
 // With -store=postgres the service keeps its keys in PostgreSQL (pgstore, in
 // a fresh schema dropped afterwards): -dsn, or EXACTLYONCE_PG_DSN, names the
-// server (default: 127.0.0.1:5432, database test). The examples are a module
-// of their own, so the driver never reaches users of the root module.
+// server (default: 127.0.0.1:5432, database test). With -store=redis it
+// keeps them in Redis (redisstore, under a key prefix of the run's, deleted
+// afterwards): -redis, or EXACTLYONCE_REDIS_ADDR, names the server (default
+// 127.0.0.1:6379). With -store=mysql it keeps them in MySQL or MariaDB
+// (mysqlstore, in tables of the run's, dropped afterwards): -mysql, or
+// EXACTLYONCE_MYSQL_DSN, names the server (default
+// root@tcp(127.0.0.1:3306)/test). The examples are a module of their own, so
+// the drivers never reach users of the root module.
 //
 // With -otel=stdout the demo also shows its OpenTelemetry (the otelretry
 // module): our client's retry loops and the service's Runner report to an
@@ -41,7 +48,8 @@
 // completion, as a dead process would, and its server closes its listener
 // and connections. Another instance starts at once on the same address
 // and store (the same MemoryStore, which lives in this process, or the
-// same PostgreSQL schema), with a Reconciler. The service charges in an
+// same PostgreSQL schema, Redis key prefix or MySQL tables), with a
+// Reconciler. The service charges in an
 // idempotency Step, and its payment provider deduplicates by the step's
 // key, so an execution resumed after the crash, by the Reconciler or by
 // a client's retry that takes it over once its one-second lease ran out,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestDemoShortRun(t *testing.T) {
@@ -161,6 +162,14 @@ func TestDemoCrashOnPostgres(t *testing.T) {
 	testCrash(t, storePostgres)
 }
 
+func TestDemoCrashOnRedis(t *testing.T) {
+	testCrash(t, storeRedis)
+}
+
+func TestDemoCrashOnMySQL(t *testing.T) {
+	testCrash(t, storeMySQL)
+}
+
 // testCrash runs the demo with -crash -n 120 on store and checks what
 // became of the charges.
 func testCrash(t *testing.T, store string) {
@@ -171,9 +180,7 @@ func testCrash(t *testing.T, store string) {
 	cfg.Store = store
 	ctx, cancel := context.WithTimeout(context.Background(), maxRunTime)
 	defer cancel()
-	if store == storePostgres {
-		requirePostgres(t, ctx, cfg.DSN)
-	}
+	requireStore(t, ctx, cfg)
 	var stdout, stderr bytes.Buffer
 	rs, err := run(ctx, cfg, &stdout, &stderr)
 	if err != nil {
@@ -237,25 +244,64 @@ func TestFaultPlanIsPure(t *testing.T) {
 }
 
 func TestDemoOnPostgres(t *testing.T) {
+	testDemoOn(t, storePostgres)
+}
+
+func TestDemoOnRedis(t *testing.T) {
+	testDemoOn(t, storeRedis)
+}
+
+func TestDemoOnMySQL(t *testing.T) {
+	testDemoOn(t, storeMySQL)
+}
+
+// testDemoOn runs a short demo on store: every charge executed once.
+func testDemoOn(t *testing.T, store string) {
 	cfg := defaultConfig()
 	cfg.Charges = shortCharges
 	cfg.Drop, cfg.Reset = 0.1, 0.05
 	cfg.Latency = time.Millisecond
-	cfg.Store = storePostgres
+	cfg.Store = store
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	requirePostgres(t, ctx, cfg.DSN)
+	requireStore(t, ctx, cfg)
 	var stdout, stderr bytes.Buffer
 	rs, err := run(ctx, cfg, &stdout, &stderr)
 	if err != nil {
-		t.Fatalf("run on PostgreSQL (%s): %v\n%s", cfg.DSN, err, stderr.String())
+		t.Fatalf("run on %s: %v\n%s", store, err, stderr.String())
 	}
 	ours := rs[0]
 	if ours.Executed != cfg.Charges || ours.Duplicates != 0 || ours.Failures != 0 {
-		t.Errorf("ours on PostgreSQL = %+v, want every charge executed once and no failures", ours)
+		t.Errorf("ours on %s = %+v, want every charge executed once and no failures", store, ours)
 	}
-	if !strings.Contains(stderr.String(), "postgres store") {
+	if !strings.Contains(stderr.String(), store+" store") {
 		t.Errorf("the run does not say which store it used:\n%s", stderr.String())
+	}
+}
+
+// requireStore fails the test unless the server of cfg.Store answers.
+func requireStore(t *testing.T, ctx context.Context, cfg config) {
+	t.Helper()
+	switch cfg.Store {
+	case storePostgres:
+		requirePostgres(t, ctx, cfg.DSN)
+	case storeRedis:
+		rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			t.Fatalf(`this test needs Redis at %s ($EXACTLYONCE_REDIS_ADDR, by default 127.0.0.1:6379), and could not reach it: %v
+To start one: redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no`, cfg.RedisAddr, err)
+		}
+	case storeMySQL:
+		open, drop, err := openMySQL(ctx, cfg)
+		if err == nil {
+			_, err = open(ctx)
+			drop()
+		}
+		if err != nil {
+			t.Fatalf(`this test needs MySQL or MariaDB at %s ($EXACTLYONCE_MYSQL_DSN, by default root@tcp(127.0.0.1:3306)/test), and could not use it: %v
+To start MariaDB: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`, cfg.MySQLDSN, err)
+		}
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 const (
 	storeMemory   = "memory"
 	storePostgres = "postgres"
+	storeRedis    = "redis"
+	storeMySQL    = "mysql"
 )
 
 // defaultDSN is the PostgreSQL server the demo uses unless EXACTLYONCE_PG_DSN
@@ -39,13 +41,24 @@ type storeOpener func(context.Context) (idempotency.Store, error)
 // and returns a function that opens it for one instance of the service, and
 // a function that removes it. Every instance sees the same records: a
 // MemoryStore is shared (it lives in this process, which outlives a killed
-// instance), and each instance on PostgreSQL gets a pool of its own on one
-// schema, created with pgstore.Migrate and dropped afterwards.
+// instance), and each instance on PostgreSQL, Redis or MySQL gets
+// connections of its own to one schema, key prefix or set of tables, made
+// for the run and removed afterwards.
 func openStore(ctx context.Context, cfg config) (storeOpener, func(), error) {
-	if cfg.Store != storePostgres {
-		store := idempotency.NewMemoryStore(nil)
-		return func(context.Context) (idempotency.Store, error) { return store, nil }, func() {}, nil
+	switch cfg.Store {
+	case storePostgres:
+		return openPostgres(ctx, cfg)
+	case storeRedis:
+		return openRedis(ctx, cfg)
+	case storeMySQL:
+		return openMySQL(ctx, cfg)
 	}
+	store := idempotency.NewMemoryStore(nil)
+	return func(context.Context) (idempotency.Store, error) { return store, nil }, func() {}, nil
+}
+
+// openPostgres prepares a fresh schema on cfg.DSN (see openStore).
+func openPostgres(ctx context.Context, cfg config) (storeOpener, func(), error) {
 	admin, err := pgxpool.New(ctx, cfg.DSN)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
