@@ -1,0 +1,41 @@
+package stores
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// WriteMarkdown writes the results as a Markdown table, then how they were
+// made.
+func WriteMarkdown(w io.Writer, s Settings, res []Result, took time.Duration) {
+	fmt.Fprintf(w, "| store | keyed requests/s through the Middleware, first executions | replays | round trips per first execution / per replay | the store's limit: claim+complete/s alone | first executions vs the limit |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|\n")
+	for _, r := range res {
+		if r.Err != nil {
+			fmt.Fprintf(w, "| %s | failed: %v | | | | |\n", r.Backend, r.Err)
+			continue
+		}
+		trips, limit, ratio := "0 / 0 (in memory)", "n/a", "n/a"
+		if r.LimitHow != "" {
+			trips = fmt.Sprintf("%.2f / %.2f", r.FirstTrips, r.ReplayTrips)
+			limit = fmt.Sprintf("%.0f", r.LimitPerSec)
+			ratio = fmt.Sprintf("%.2fx", r.Ratio())
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s |\n", r.Backend, r.FirstPerSec, r.ReplayPerSec, trips, limit, ratio)
+	}
+	fmt.Fprintf(w, "\nHow the figures were made (loopback, %v in all, one run):\n\n", took.Round(time.Second))
+	fmt.Fprintf(w, "- **Through the Middleware**: %d clients at once send keyed POSTs over loopback HTTP (keep-alive) to a\n", s.Clients)
+	fmt.Fprintf(w, "  handler behind idempotency.Middleware that marks the start and answers 201; first executions use a\n")
+	fmt.Fprintf(w, "  new key each, replays repeat %d completed keys. %d rounds of %v each for first executions, replays and\n", s.Replays, s.Rounds, s.Phase)
+	fmt.Fprintf(w, "  the limit in turn, so that load from elsewhere on the machine weighs on all alike. Round trips are\n")
+	fmt.Fprintf(w, "  counted on the store's connections.\n")
+	fmt.Fprintf(w, "- **The limit**: the database alone serving the store's own claim and complete, at the same\n")
+	fmt.Fprintf(w, "  concurrency, on the same server:\n")
+	for _, r := range res {
+		if r.LimitHow != "" {
+			fmt.Fprintf(w, "  %s: %s;\n", r.Backend, r.LimitHow)
+		}
+	}
+	fmt.Fprintf(w, "  the ratio is first executions through the Middleware over it (aim: 0.7x or more).\n")
+}
