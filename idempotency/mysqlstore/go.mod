@@ -11,7 +11,10 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require github.com/anishathalye/porcupine v1.3.1 // indirect
+require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect

@@ -11,4 +11,7 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require github.com/google/uuid v1.6.0 // indirect
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)
