@@ -51,11 +51,27 @@
 //     longer than a database index entry (100 KiB), NUL bytes, invalid
 //     UTF-8, and long values that differ only at their ends or split
 //     differently between caller and key are never confused;
+//   - under the package's own users: Runner.Do runs a key's work once
+//     among many goroutines and replays it; a Reconciler resumes executions
+//     stalled after a step (the step's result kept) and parks, lists and
+//     retries one with no work registered; sweepers racing claims of the
+//     same expired records leave every claim a fresh record; two instances
+//     behind the Middleware run each key once, answer it one way, and (for
+//     a TxStore) commit its local write;
 //   - for a TxStore: Tx.Complete commits (with the local writes), a stale
 //     fence (or one of an earlier record of the key) rolls everything back,
 //     Rollback leaves the record owned; a transaction in which a statement
 //     failed reports it (Tx.Err), and Complete then commits nothing, not
 //     even the writes made before the failure, and fails with ErrTxFailed.
+//
+// Two more checks live beside the suite. The linearizability check, in the
+// module github.com/exactlyonce/retry/idempotency/storetest/linearize (so
+// that its checker, porcupine, never reaches users of this module), runs
+// concurrent calls with stale fences while the clock moves and checks the
+// history against a sequential model of a record. RunChaos runs service
+// instances on a store whose server is killed and restarted mid-run, and
+// reports duplicates, keys stuck in progress and the requests that
+// succeeded.
 //
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a
@@ -148,6 +164,10 @@ var cases = []struct {
 	{"RecordsAreCopies", testRecordsAreCopies},
 	{"LongCallerAndKey", testLongCallerAndKey},
 	{"OddRecoveryPoints", testOddRecoveryPoints},
+	{"RunnerRunsOnce", testRunnerRunsOnce},
+	{"Reconciler", testReconciler},
+	{"SweepersRaceClaims", testSweepersRaceClaims},
+	{"MiddlewareRunsEachKeyOnce", testMiddlewareRunsEachKeyOnce},
 	{"TxCompleteCommits", testTxCompleteCommits},
 	{"TxLostLeaseRollsBack", testTxLostLeaseRollsBack},
 	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
