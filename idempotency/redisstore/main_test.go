@@ -12,9 +12,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(childModeEnv); mode != "" {
-		os.Exit(childMain(mode))
-	}
 	// Every test here needs Redis: check it once and say what is missing,
 	// rather than fail each test with a connection error. Failing (not
 	// skipping) keeps CI from passing without these tests.
