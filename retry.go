@@ -51,9 +51,9 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	ctx = c.trace.start(lc, nil)
 	var gate *dependency
 	if c.budget != nil && !c.ride.off {
-		gate = c.budget.dependency(c.clock, c.ride)
+		gate = c.budget.dependency(c.clock)
 	}
-	n, last, reason := c.run(ctx, deadline, gate, func(n int) outcome {
+	n, last, reason := c.run(ctx, deadline, gate, func(n, _ int) outcome {
 		if n > 1 {
 			lc.keys.newAttempt()
 		}
@@ -62,7 +62,7 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	var err error
 	if reason != nil {
 		last.err = unmark(last.err)
-		err = newError(ctx, n, reason, last.err)
+		err = newError(ctx.Err(), n, reason, last.err)
 		if isGiveUp(reason) {
 			noteGiveUp(ctx, reason)
 		}
