@@ -153,10 +153,10 @@ How the figures were made (loopback, %s in all):
   deadline per request, within a minute.
 - **exactlyonce** keeps its defaults in every row: a retry budget (20 tokens, then 0.1 token
   per success, at least 1 retry/s, and the tokens of retries that led to a success given back),
-  and riding through outages: once a service fails 8 times in a row (or the budget runs dry),
-  requests to it wait, within their deadlines, while only a probe now and then goes out, and are
-  released paced when it answers again. In a total outage a request therefore ends at its
-  deadline, not at once.
+  and riding through outages: once a service fails 8 times in a row (or twice with the budget
+  dry), requests to it wait, within their deadlines, while only a probe now and then goes out,
+  and are released paced when it answers again. In a total outage a request therefore ends at
+  its deadline while the outage is younger than 10 s (MaxWait), and at once after that.
 - **Nested**: three services chained, each calling the next with the library under test, using
   the request's context; the innermost always answers 503. Ours wrap their handlers with
   retry.PushbackMiddleware. %d top-level requests, %d at a time. With defaults, peers that wait
