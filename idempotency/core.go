@@ -397,6 +397,9 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 // resumes at once.
 // Errors are ignored: the lease runs out by itself.
 func (r *Runner) abandon(ctx context.Context, e *Execution) {
+	if before, ok := ctx.Value(beforeAbandonKey{}).(func()); ok {
+		before() // a Reconciler's: see reconciler.takeOver
+	}
 	if e.point == "" {
 		_ = r.store.Release(ctx, e.Fence())
 		return
