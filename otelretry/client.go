@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +24,17 @@ import (
 
 type (
 	requestSpanKey struct{}
-	attemptSpanKey struct{}
+	attemptKey     struct{}
 	attemptNumKey  struct{}
 )
+
+// attempt is what the context of an attempt with a span carries: the span,
+// and the URL the request went to, whose credentials an error's message
+// may repeat.
+type attempt struct {
+	span trace.Span
+	url  *url.URL
+}
 
 // clientTrace builds the hooks of a retry loop.
 func (t *Telemetry) clientTrace() *retry.Trace {
@@ -38,6 +49,7 @@ func (t *Telemetry) clientTrace() *retry.Trace {
 		BudgetDenied: func(ctx context.Context) { add(ctx, t.m.denials) },
 		Hedged:       func(ctx context.Context, won bool) { add(ctx, t.m.hedges, AttrWon.Bool(won)) },
 		End:          t.end,
+		Panicked:     t.panicked,
 	}
 }
 
@@ -46,8 +58,9 @@ func (t *Telemetry) start(ctx context.Context, req *http.Request) context.Contex
 	name := "retry"
 	var attrs []attribute.KeyValue
 	if req != nil {
-		name += " " + method(req)
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(req.URL.Redacted()))
+		method, methodAttrs := t.method(req)
+		name += " " + method
+		attrs = append(methodAttrs, semconv.URLFull(fullURL(req.URL)))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return context.WithValue(ctx, requestSpanKey{}, span)
@@ -60,11 +73,11 @@ func (t *Telemetry) attemptStart(ctx context.Context, n int, hedge bool, req *ht
 	if req == nil || !t.attemptSpans {
 		return ctx
 	}
-	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodKey.String(method(req)),
-		semconv.URLFull(req.URL.Redacted()),
+	name, attrs := t.method(req)
+	attrs = append(attrs,
+		semconv.URLFull(fullURL(req.URL)),
 		semconv.ServerAddress(req.URL.Hostname()),
-	}
+	)
 	if port := portOf(req.URL.Port(), req.URL.Scheme); port > 0 {
 		attrs = append(attrs, semconv.ServerPort(port))
 	}
@@ -74,53 +87,70 @@ func (t *Telemetry) attemptStart(ctx context.Context, n int, hedge bool, req *ht
 	if hedge {
 		attrs = append(attrs, attribute.Bool("exactlyonce.retry.hedge", true))
 	}
-	ctx, span := t.tracer.Start(ctx, method(req), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, attemptSpanKey{}, span)
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return context.WithValue(ctx, attemptKey{}, attempt{span: span, url: req.URL})
 }
 
-// attemptEnd ends the attempt's span with its status or error.
+// attemptEnd counts the attempt (every request sent: retries, hedges, and
+// the waits for a keyed request's first copy) with its outcome, and ends
+// its span with its status or error.
 func (t *Telemetry) attemptEnd(ctx context.Context, _ int, resp *http.Response, err error) {
-	span, _ := ctx.Value(attemptSpanKey{}).(trace.Span)
-	if span == nil {
-		return
-	}
+	outcome, errType := "success", ""
 	switch {
 	case err != nil:
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
-		span.SetStatus(codes.Error, err.Error())
-	case resp != nil:
-		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-		if resp.StatusCode >= 400 {
-			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
-			span.SetStatus(codes.Error, "")
-		}
+		outcome, errType = "failure", errorType(err)
+	case resp != nil && resp.StatusCode >= 400:
+		outcome, errType = "failure", strconv.Itoa(resp.StatusCode)
 	}
-	span.End()
+	if errType == "" {
+		add(ctx, t.m.attempts, AttrOutcome.String(outcome))
+	} else {
+		add(ctx, t.m.attempts, AttrOutcome.String(outcome), semconv.ErrorTypeKey.String(errType))
+	}
+	a, _ := ctx.Value(attemptKey{}).(attempt)
+	if a.span == nil {
+		return
+	}
+	if resp != nil && err == nil {
+		a.span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
+	if errType != "" {
+		a.span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+		description := ""
+		if err != nil {
+			description = errorText(err, a.url)
+		}
+		a.span.SetStatus(codes.Error, description)
+	}
+	a.span.End()
 }
 
-// decided counts an attempt and what the loop made of it, and records it
-// as an event of the logical request's span.
+// decided tells what the loop made of an attempt: a retry is counted (but
+// not the wait for a keyed request's first copy, which is none), and a
+// failed attempt is an event of the logical request's span.
 func (t *Telemetry) decided(ctx context.Context, a retry.Attempt) {
-	outcome, errType := "success", ""
-	if a.Err != nil || (a.StatusCode != 0 && (a.Retrying || a.Reason != nil)) {
-		outcome = "failure"
-		errType = attemptErrorType(a)
+	if a.Err == nil && (a.StatusCode == 0 || !(a.Retrying || a.Reason != nil)) {
+		return // a success
 	}
-	attrs := []attribute.KeyValue{AttrOutcome.String(outcome)}
-	if errType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
-	}
-	add(ctx, t.m.attempts, attrs...)
-	if a.Retrying {
+	errType := attemptErrorType(a)
+	if a.Retrying && !waitsForFirstCopy(a) {
 		add(ctx, t.m.retries, semconv.ErrorTypeKey.String(errType))
 	}
-	if span, _ := ctx.Value(requestSpanKey{}).(trace.Span); span != nil && outcome == "failure" {
+	if span, _ := ctx.Value(requestSpanKey{}).(trace.Span); span != nil {
 		ev := []attribute.KeyValue{attribute.Int("exactlyonce.retry.attempt", a.Number), semconv.ErrorTypeKey.String(errType)}
 		if a.Retrying {
 			ev = append(ev, attribute.Float64("exactlyonce.retry.delay", a.Delay.Seconds()))
 		}
 		span.AddEvent("attempt failed", trace.WithAttributes(ev...))
 	}
+}
+
+// waitsForFirstCopy reports whether the loop waits after a keyed 409 for
+// the outcome of the request's first copy, still running on the server:
+// neither a retry the budget pays for nor one the attempt limit counts. A
+// Transport retries a 409 only then.
+func waitsForFirstCopy(a retry.Attempt) bool {
+	return a.Retrying && a.Err == nil && a.StatusCode == http.StatusConflict
 }
 
 // end ends the logical request's span with its attempts and reason.
@@ -143,6 +173,40 @@ func (t *Telemetry) end(ctx context.Context, r retry.Report) {
 		span.SetStatus(codes.Error, r.Reason.Error())
 	}
 	span.End()
+}
+
+// panicked ends the logical request's span of a Do call that panicked,
+// with an error status and an exception event (the panic's type, message
+// and stack); the panic then goes on. It counts in no metric.
+func (t *Telemetry) panicked(ctx context.Context, value any) {
+	span, _ := ctx.Value(requestSpanKey{}).(trace.Span)
+	if span == nil {
+		return
+	}
+	if value == nil {
+		span.SetStatus(codes.Error, "the goroutine exited")
+	} else {
+		span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+			semconv.ExceptionType(panicType(value)),
+			semconv.ExceptionMessage(fmt.Sprint(value)),
+			semconv.ExceptionStacktrace(string(debug.Stack())),
+		))
+		span.SetStatus(codes.Error, "panic")
+	}
+	span.End()
+}
+
+// panicType names the type of a panic's value, as the SDK does for a span
+// ended during a panic.
+func panicType(v any) string {
+	t := reflect.TypeOf(v)
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String() // a pointer, slice, ...
+	}
+	if t.PkgPath() == "" {
+		return t.Name()
+	}
+	return t.PkgPath() + "." + t.Name()
 }
 
 // reasonName is the attribute value of a give-up reason.
@@ -193,13 +257,6 @@ func errorType(err error) string {
 		}
 		err = next
 	}
-}
-
-func method(req *http.Request) string {
-	if req.Method == "" {
-		return http.MethodGet
-	}
-	return req.Method
 }
 
 func portOf(port, scheme string) int {
