@@ -181,3 +181,20 @@ func TestPanickingOperationIsToldToTheTrace(t *testing.T) {
 	assert.Equal(t, []any{"boom", nil}, told)
 	assert.Zero(t, ended.Load())
 }
+
+// A RoundTrip whose base panics tells its Trace through Panicked, and the
+// panic goes on.
+func TestPanickingBaseIsToldToTheTrace(t *testing.T) {
+	var ended atomic.Int32
+	var told []any
+	tr := &retry.Trace{
+		End:      func(context.Context, retry.Report) { ended.Add(1) },
+		Panicked: func(_ context.Context, v any) { told = append(told, v) },
+	}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { panic("boom") })
+	req, err := http.NewRequest(http.MethodGet, "http://mem.test/", nil)
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "boom", func() { _, _ = retry.NewTransport(base, retry.WithTrace(tr)).RoundTrip(req) })
+	assert.Equal(t, []any{"boom"}, told)
+	assert.Zero(t, ended.Load())
+}

@@ -40,10 +40,11 @@ type Trace struct {
 	Hedged func(ctx context.Context, won bool)
 	// End is called when the logical request ended, with its report.
 	End func(ctx context.Context, r Report)
-	// Panicked is called instead of End when a Do call panics (its
-	// operation or a hook did), with the loop's context and the value the
-	// panic carries (nil when the goroutine exits, as runtime.Goexit
-	// does); the panic goes on when it returns.
+	// Panicked is called instead of End when a Do call or a RoundTrip
+	// panics (the operation, the base RoundTripper or a hook did), with
+	// the loop's context and the value the panic carries (nil when the
+	// goroutine exits, as runtime.Goexit does); the panic goes on when it
+	// returns. An attempt the panic interrupted gets no AttemptEnd.
 	Panicked func(ctx context.Context, value any)
 }
 

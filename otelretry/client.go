@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,10 +25,43 @@ import (
 )
 
 type (
-	requestSpanKey struct{}
-	attemptKey     struct{}
-	attemptNumKey  struct{}
+	requestKey    struct{}
+	attemptKey    struct{}
+	attemptNumKey struct{}
 )
+
+// request is what the loop's context carries: the logical request's span,
+// and its attempts' spans not ended yet, which a panic ends.
+type request struct {
+	span trace.Span
+	mu   sync.Mutex
+	open []trace.Span
+}
+
+// requestOf returns the request of the loop that ctx belongs to, or nil.
+func requestOf(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
+}
+
+// started notes an attempt's span, until ended.
+func (r *request) started(span trace.Span) {
+	r.mu.Lock()
+	r.open = append(r.open, span)
+	r.mu.Unlock()
+}
+
+// ended forgets an attempt's span.
+func (r *request) ended(span trace.Span) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, s := range r.open {
+		if s == span {
+			r.open = slices.Delete(r.open, i, i+1)
+			return
+		}
+	}
+}
 
 // attempt is what the context of an attempt with a span carries: the span,
 // and the URL the request went to, whose credentials an error's message
@@ -63,7 +98,7 @@ func (t *Telemetry) start(ctx context.Context, req *http.Request) context.Contex
 		attrs = append(methodAttrs, semconv.URLFull(fullURL(req.URL)))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, requestSpanKey{}, span)
+	return context.WithValue(ctx, requestKey{}, &request{span: span})
 }
 
 // attemptStart begins the HTTP client span of attempt n, unless otelhttp
@@ -88,6 +123,9 @@ func (t *Telemetry) attemptStart(ctx context.Context, n int, hedge bool, req *ht
 		attrs = append(attrs, attribute.Bool("exactlyonce.retry.hedge", true))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if r := requestOf(ctx); r != nil {
+		r.started(span)
+	}
 	return context.WithValue(ctx, attemptKey{}, attempt{span: span, url: req.URL})
 }
 
@@ -123,6 +161,9 @@ func (t *Telemetry) attemptEnd(ctx context.Context, _ int, resp *http.Response, 
 		a.span.SetStatus(codes.Error, description)
 	}
 	a.span.End()
+	if r := requestOf(ctx); r != nil {
+		r.ended(a.span)
+	}
 }
 
 // decided tells what the loop made of an attempt: a retry is counted (but
@@ -136,12 +177,12 @@ func (t *Telemetry) decided(ctx context.Context, a retry.Attempt) {
 	if a.Retrying && !waitsForFirstCopy(a) {
 		add(ctx, t.m.retries, semconv.ErrorTypeKey.String(errType))
 	}
-	if span, _ := ctx.Value(requestSpanKey{}).(trace.Span); span != nil {
+	if r := requestOf(ctx); r != nil {
 		ev := []attribute.KeyValue{attribute.Int("exactlyonce.retry.attempt", a.Number), semconv.ErrorTypeKey.String(errType)}
 		if a.Retrying {
 			ev = append(ev, attribute.Float64("exactlyonce.retry.delay", a.Delay.Seconds()))
 		}
-		span.AddEvent("attempt failed", trace.WithAttributes(ev...))
+		r.span.AddEvent("attempt failed", trace.WithAttributes(ev...))
 	}
 }
 
@@ -161,10 +202,11 @@ func (t *Telemetry) end(ctx context.Context, r retry.Report) {
 		add(ctx, t.m.giveUps, attrs...)
 	}
 	add(ctx, t.m.requests, attrs...)
-	span, _ := ctx.Value(requestSpanKey{}).(trace.Span)
-	if span == nil {
+	req := requestOf(ctx)
+	if req == nil {
 		return
 	}
+	span := req.span
 	span.SetAttributes(append(attrs, AttrAttempts.Int(r.Attempts))...)
 	if r.StatusCode != 0 {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(r.StatusCode))
@@ -175,25 +217,35 @@ func (t *Telemetry) end(ctx context.Context, r retry.Report) {
 	span.End()
 }
 
-// panicked ends the logical request's span of a Do call that panicked,
-// with an error status and an exception event (the panic's type, message
-// and stack); the panic then goes on. It counts in no metric.
+// panicked ends the spans of a logical request that panicked: those of
+// its attempts the panic interrupted, and its own, with an error status
+// and an exception event (the panic's type, message and stack); the panic
+// then goes on. It counts in no metric.
 func (t *Telemetry) panicked(ctx context.Context, value any) {
-	span, _ := ctx.Value(requestSpanKey{}).(trace.Span)
-	if span == nil {
+	r := requestOf(ctx)
+	if r == nil {
 		return
 	}
+	status := "panic"
 	if value == nil {
-		span.SetStatus(codes.Error, "the goroutine exited")
+		status = "the goroutine exited"
 	} else {
-		span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+		r.span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
 			semconv.ExceptionType(panicType(value)),
 			semconv.ExceptionMessage(fmt.Sprint(value)),
 			semconv.ExceptionStacktrace(string(debug.Stack())),
 		))
-		span.SetStatus(codes.Error, "panic")
 	}
-	span.End()
+	r.mu.Lock()
+	open := r.open
+	r.open = nil
+	r.mu.Unlock()
+	for _, span := range open {
+		span.SetStatus(codes.Error, status)
+		span.End()
+	}
+	r.span.SetStatus(codes.Error, status)
+	r.span.End()
 }
 
 // panicType names the type of a panic's value, as the SDK does for a span

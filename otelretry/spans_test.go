@@ -249,3 +249,18 @@ func TestKeyedConflictIsNoRetry(t *testing.T) {
 		assert.Equal(t, int64(1), h.count(t, otelretry.MetricAttempts, otelretry.AttrOutcome.String("failure"), attribute.String("error.type", "409")))
 	})
 }
+
+// A RoundTrip whose base panics ends its spans too.
+func TestRoundTripThatPanicsEndsItsSpans(t *testing.T) {
+	h := newHarness()
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { panic("the base is broken") })
+	req, err := http.NewRequest(http.MethodGet, "http://mem.test/", nil)
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "the base is broken", func() {
+		_, _ = retry.NewTransport(base, h.tel.Option()).RoundTrip(req)
+	})
+	spans := h.named("retry GET")
+	require.Len(t, spans, 1)
+	assert.Equal(t, codes.Error, spans[0].Status.Code)
+	assert.Empty(t, h.open.names(), "every span that started ended")
+}
