@@ -49,6 +49,14 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	defer cancel() // also when op panics: no timer outlives the call
 	lc := markLoop(ctx)
 	ctx = c.trace.start(lc, nil)
+	ended := false
+	if c.trace != nil {
+		defer func() {
+			if !ended {
+				panicked(ctx, c.trace, recover())
+			}
+		}()
+	}
 	var gate *dependency
 	if c.budget != nil && !c.ride.off {
 		gate = c.budget.dependency(c.clock)
@@ -68,10 +76,20 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 		}
 	}
 	c.fillReport(n, reason, last)
+	ended = true
 	if c.trace != nil {
 		c.trace.end(ctx, Report{Attempts: n, Reason: reason, Err: last.err})
 	}
 	return err
+}
+
+// panicked tells the trace that the call panicked with value (recovered
+// by the caller's deferred function), and lets the panic go on.
+func panicked(ctx context.Context, t *Trace, value any) {
+	t.panicked(ctx, value)
+	if value != nil {
+		panic(value)
+	}
 }
 
 // DoValue is Do for an operation that returns a value: it returns the value

@@ -199,7 +199,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var rt roundTrip
 	rt.start(t, req)
-	return rt.run()
+	if rt.c.trace == nil {
+		return rt.run()
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			panicked(rt.ctx, rt.c.trace, recover())
+		}
+	}()
+	resp, err := rt.run()
+	returned = true
+	return resp, err
 }
 
 // closeRequestBody closes the body of a request that will not be sent
