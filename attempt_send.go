@@ -20,9 +20,11 @@ type outgoing struct {
 	wrap   cancelOnClose
 }
 
-// attempt sends the request once and judges what came back.
-func (rt *roundTrip) attempt(n int) outcome {
-	if rt.hedgeable() {
+// attempt sends the request once and judges what came back; left is how
+// many sends the attempt limit leaves it (a hedge is a second one).
+func (rt *roundTrip) attempt(n, left int) outcome {
+	rt.kept = nil
+	if left > 1 && rt.hedgeable() {
 		return rt.hedgedAttempt(n)
 	}
 	req := rt.prepare(n)

@@ -288,15 +288,15 @@ func (b *Budget) refund(n int) {
 }
 
 // dependency returns the gate of the budget's dependency, made on first use
-// with clk and ride.
-func (b *Budget) dependency(clk clock.Clock, ride rideConfig) *dependency {
+// with clk.
+func (b *Budget) dependency(clk clock.Clock) *dependency {
 	if b == nil {
 		return nil
 	}
 	if d := b.gate.Load(); d != nil {
 		return d
 	}
-	b.gate.CompareAndSwap(nil, newDependency("", clk, ride))
+	b.gate.CompareAndSwap(nil, newDependency("", clk))
 	return b.gate.Load()
 }
 
@@ -344,8 +344,9 @@ type BudgetStats struct {
 	FloorAllowed uint64
 	// RetriesDenied counts AllowRetry calls that reported false.
 	RetriesDenied uint64
-	// RetriesRefunded counts retries that succeeded and got their token
-	// back.
+	// RetriesRefunded counts retries that got their token back: they led
+	// to a success, or were never sent (their wait for the dependency
+	// ended first).
 	RetriesRefunded uint64
 }
 

@@ -42,8 +42,9 @@ const (
 	// and starts with.
 	DefaultBudgetCapacity = 20.0
 	// DefaultMaxWait is the longest a request without a deadline waits for
-	// its dependency to come back, or for an earlier copy of it to finish
-	// (see RideThrough).
+	// its dependency to come back, or for an earlier copy of it to finish;
+	// and how long a dependency may have been down for requests still to
+	// wait for it rather than fail at once (see RideThrough).
 	DefaultMaxWait = 10 * time.Second
 	// DefaultMaxWaiters is the most requests that wait for one dependency;
 	// beyond it a request fails at once with ErrDependencyDown.

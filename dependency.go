@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,16 +22,15 @@ const (
 	// to be taken as down: with independent failures of 30%, a run this
 	// long happens once in 15,000 attempts or so.
 	downAfter = 8
+	// budgetDownAfter is how many attempts in a row must have failed for a
+	// retry the budget denies to take the dependency as down: a budget
+	// drained by another host's outage never takes a healthy host down on
+	// its first failure.
+	budgetDownAfter = 2
 	// probeFirst is the wait before the first probe of a dependency that
 	// went down; each failed probe doubles it, up to probeMax.
 	probeFirst = 100 * time.Millisecond
 	probeMax   = time.Second
-	// The release rate after a recovery ramps from the rate at which
-	// requests arrived to rampTop times that over rampTime, and is never
-	// below minReleaseRate per second.
-	rampTime       = 500 * time.Millisecond
-	rampTop        = 1.8
-	minReleaseRate = 20.0
 )
 
 // dependency is what a Transport (per host) or a Budget (for Do) knows of
@@ -40,56 +38,73 @@ const (
 // While it is up, asking it costs one atomic load. A request waits on its
 // own goroutine, on a channel it shares with the requests whose waits end
 // in the same slotWidth, and the dependency's one timer releases waiters.
+//
+// It holds no policy of its own: how long a request may wait, and behind
+// how many others, is the request's (see waiter), so no request sets what
+// another may do.
 type dependency struct {
-	clock      clock.Clock
-	maxWait    time.Duration
-	maxWaiters int
+	clock clock.Clock
 
 	state  atomic.Int32
 	streak atomic.Int32 // attempts in a row that failed
+	used   atomic.Bool  // asked since the Transport last looked (see Transport.evictIdle)
 
 	mu        sync.Mutex
 	queue     waitQueue // earliest deadline first
 	timer     stopper   // the next tick; nil when none is due
 	timerAt   time.Time
 	downSince time.Time
-	arrivals  int // requests that waited since downSince
+	arrivals  int // requests that asked to go since downSince
 	probeGap  time.Duration
 	nextProbe time.Time
 	probing   bool // a probe is out
-	rate      float64
 	recStart  time.Time
 	credit    float64 // releases due
 	creditAt  time.Time
 	stats     DependencyStats
 }
 
-func newDependency(name string, clk clock.Clock, ride rideConfig) *dependency {
-	return &dependency{clock: clk, maxWait: ride.maxWait, maxWaiters: ride.maxWaiters,
-		stats: DependencyStats{Name: name}}
+func newDependency(name string, clk clock.Clock) *dependency {
+	return &dependency{clock: clk, stats: DependencyStats{Name: name}}
+}
+
+// waiter is what one request's loop tells its dependency's gate, and what
+// the gate notes of the request between its attempts.
+type waiter struct {
+	deadline   time.Time     // the request's total deadline; zero: none
+	maxWait    time.Duration // the request's RideThrough.MaxWait
+	maxWaiters int           // the request's RideThrough.MaxWaiters
+	probed     bool          // the request was once sent as the probe: it never probes again
+	waited     bool          // the request waited once (it counts once in Waited)
+	bound      time.Time     // without a deadline, the end of its waits: MaxWait from its first
 }
 
 // admit lets an attempt go, or holds it while the dependency is down, until
 // it is released (as a probe, or paced after a recovery), its context ends,
-// or it has waited too long. probed says the request already probed once:
-// it never probes again. A request without a deadline waits until *bound,
-// set to MaxWait from its first wait. A nil dependency lets everything go.
-func (d *dependency) admit(ctx context.Context, deadline time.Time, probed bool, bound *time.Time) (probe bool, err error) {
+// or it has waited too long. A dependency down for longer than the
+// request's MaxWait does not hold it: it fails at once unless it goes as
+// the probe. A nil dependency lets everything go.
+func (d *dependency) admit(ctx context.Context, w *waiter) (probe bool, err error) {
 	if d == nil || d.state.Load() == depUp {
 		return false, nil
 	}
-	s, probe, err := d.enqueue(deadline, probed, bound)
+	s, probe, err := d.enqueue(w)
 	if s == nil {
 		return probe, err
 	}
 	select {
 	case _, released := <-s.ch:
-		if !released {
-			return false, ErrDependencyDown
+		if released {
+			return d.woken(s), nil
 		}
-		return d.woken(s), nil
+		if !w.deadline.IsZero() {
+			// The wait ended at the request's deadline (rounded up to its
+			// slot): its context ends then too, and tells so.
+			<-ctx.Done()
+		}
+		return false, ErrDependencyDown
 	case <-ctx.Done():
-		d.abandon(s)
+		d.abandon(s, ctx.Err())
 		if ctx.Err() == context.DeadlineExceeded {
 			return false, ErrDependencyDown
 		}
@@ -97,19 +112,29 @@ func (d *dependency) admit(ctx context.Context, deadline time.Time, probed bool,
 	}
 }
 
-// enqueue lets the attempt go at once (a nil slot) or queues it.
-func (d *dependency) enqueue(deadline time.Time, probed bool, bound *time.Time) (*waitSlot, bool, error) {
+// enqueue lets the attempt go at once (a nil slot), fails it at once, or
+// queues it.
+func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.clock.Now()
-	switch d.state.Load() {
-	case depUp:
+	state := d.state.Load()
+	if state == depUp {
 		return nil, false, nil
+	}
+	d.arrivals++
+	switch state {
 	case depDown:
-		if !probed && !d.probing && !now.Before(d.nextProbe) && d.queue.Len() == 0 {
+		if !w.probed && !d.probing && !now.Before(d.nextProbe) && d.queue.unprobed == 0 {
 			d.probing = true
 			d.stats.Probes++
 			return nil, true, nil
+		}
+		if now.Sub(d.downSince) >= w.maxWait {
+			// Waiting is for outages that end soon: this one has lasted
+			// longer than the request would wait.
+			d.stats.FailedFast++
+			return nil, false, ErrDependencyDown
 		}
 	case depRecovering:
 		d.refill(now)
@@ -118,19 +143,22 @@ func (d *dependency) enqueue(deadline time.Time, probed bool, bound *time.Time) 
 			return nil, false, nil
 		}
 	}
-	if d.queue.Len() >= d.maxWaiters {
+	if d.queue.Len() >= w.maxWaiters {
 		d.stats.Rejected++
 		return nil, false, ErrDependencyDown
 	}
+	deadline := w.deadline
 	if deadline.IsZero() {
-		if bound.IsZero() {
-			*bound = now.Add(d.maxWait)
+		if w.bound.IsZero() {
+			w.bound = now.Add(w.maxWait)
 		}
-		deadline = *bound
+		deadline = w.bound
 	}
-	s := d.queue.join(slotOf(deadline), probed)
-	d.arrivals++
-	d.stats.Waited++
+	s := d.queue.join(slotOf(deadline), w.probed)
+	if !w.waited {
+		w.waited = true
+		d.stats.Waited++
+	}
 	d.schedule(now)
 	return s, false, nil
 }
@@ -146,15 +174,19 @@ func (d *dependency) woken(s *waitSlot) bool {
 	return false
 }
 
-// abandon takes a waiter whose context ended out of its slot. If its
-// release was already sent, another waiter of the slot takes it; a probe
-// nobody takes goes to someone else.
-func (d *dependency) abandon(s *waitSlot) {
+// abandon takes a waiter whose context ended (with err) out of its slot.
+// If its release was already sent, another waiter of the slot takes it; a
+// probe nobody takes goes to someone else.
+func (d *dependency) abandon(s *waitSlot, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.index >= 0 {
 		d.queue.leave(s)
-		d.stats.Abandoned++
+		if err == context.DeadlineExceeded {
+			d.stats.Expired++
+		} else {
+			d.stats.Abandoned++
+		}
 		return
 	}
 	if s.probes > 0 {
@@ -171,7 +203,7 @@ func (d *dependency) observe(o outcome, probe bool) {
 		return
 	}
 	switch {
-	case o.err == nil && !o.bad && !o.pending:
+	case o.err == nil && !o.bad: // an answer: a success, a rejection, or a keyed 409 (an earlier copy runs)
 		if d.streak.Load() != 0 {
 			d.streak.Store(0)
 		}
@@ -190,6 +222,10 @@ func (d *dependency) observe(o outcome, probe bool) {
 		d.probeFailed()
 	}
 }
+
+// failing reports whether the dependency's last attempts failed, so that a
+// retry the budget denies takes it as down rather than failing.
+func (d *dependency) failing() bool { return d.streak.Load() >= budgetDownAfter }
 
 // markDown takes the dependency as down: requests wait, probes go.
 func (d *dependency) markDown() {
@@ -220,6 +256,15 @@ func (d *dependency) probeFailed() {
 	d.schedule(now)
 }
 
+// probeLost frees the probe of an attempt that never told its outcome (its
+// code panicked): the next probe goes when it is due.
+func (d *dependency) probeLost() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.probing = false
+	d.schedule(d.clock.Now())
+}
+
 // recovered starts releasing the waiting requests.
 func (d *dependency) recovered() {
 	d.mu.Lock()
@@ -229,8 +274,6 @@ func (d *dependency) recovered() {
 		return
 	}
 	now := d.clock.Now()
-	arrived := float64(d.arrivals) / max(now.Sub(d.downSince), probeFirst).Seconds()
-	d.rate = max(arrived, minReleaseRate)
 	d.recStart, d.credit, d.creditAt = now, 1, now
 	d.state.Store(depRecovering)
 	d.release(now)
@@ -272,91 +315,10 @@ func (d *dependency) releaseProbe(now time.Time) {
 	d.stats.Probes++
 }
 
-// release lets go of as many waiters, earliest deadline first, as the pace
-// allows; once none waits, the dependency is up.
-func (d *dependency) release(now time.Time) {
-	d.refill(now)
-	for d.credit >= 1 && d.queue.Len() > 0 {
-		d.queue.release(d.queue.first(), false)
-		d.credit--
-		d.stats.Released++
-	}
-	if d.queue.Len() == 0 {
-		d.state.Store(depUp)
-	}
-}
-
-// pace is the release rate at now: from the arrival rate up to rampTop
-// times it over rampTime.
-func (d *dependency) pace(now time.Time) float64 {
-	ramp := min(float64(now.Sub(d.recStart))/float64(rampTime), 1)
-	return d.rate * (1 + (rampTop-1)*ramp)
-}
-
-// refill adds the releases due since the last refill, never more than a
-// few at once, so a late tick does not become a burst.
-func (d *dependency) refill(now time.Time) {
-	if d.state.Load() != depRecovering {
-		return
-	}
-	rate := d.pace(now)
-	d.credit = min(d.credit+rate*now.Sub(d.creditAt).Seconds(), max(1, rate/50))
-	d.creditAt = now
-}
-
-// schedule sets the timer for the next thing due: a probe, a paced
-// release (jittered), or the earliest wait to expire.
-func (d *dependency) schedule(now time.Time) {
-	if d.queue.Len() == 0 {
-		return
-	}
-	next := slotEnd(d.queue.first().key.end)
-	switch d.state.Load() {
-	case depDown:
-		if !d.probing && d.queue.unprobed > 0 && d.nextProbe.Before(next) {
-			next = d.nextProbe
-		}
-	case depRecovering:
-		gap := time.Duration((1 - min(d.credit, 1)) / d.pace(now) * (0.5 + rand.Float64()) * float64(time.Second))
-		if at := now.Add(max(gap, time.Millisecond)); at.Before(next) {
-			next = at
-		}
-	}
-	if d.timer != nil {
-		if !next.Before(d.timerAt) {
-			return
-		}
-		d.timer.Stop()
-	}
-	d.timer, d.timerAt = afterFunc(d.clock, max(next.Sub(now), 0), d.tick), next
-}
-
-// Stats returns what the dependency has seen so far.
-func (d *dependency) Stats() DependencyStats {
+// idle reports whether the dependency holds nothing worth keeping: it is
+// up and nobody waits for it.
+func (d *dependency) idle() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := d.stats
-	st.State = [...]string{"up", "down", "recovering"}[d.state.Load()]
-	st.Waiting = d.queue.Len()
-	return st
-}
-
-// DependencyStats is what a Transport knows of one host (or a Budget of
-// its dependency), for monitoring (see RideThrough). The counters only grow.
-type DependencyStats struct {
-	// Name is the host (for a Transport); empty for a Budget.
-	Name string
-	// State is "up", "down" or "recovering".
-	State string
-	// Waiting is the number of requests waiting now.
-	Waiting int
-	// Outages counts the times the dependency was taken as down.
-	Outages uint64
-	// Waited counts the requests that waited; Released, those released
-	// after a recovery; Probes, the probes sent.
-	Waited, Released, Probes uint64
-	// Expired counts waits ended by a deadline or MaxWait; Abandoned,
-	// waits whose context ended otherwise; Rejected, requests that found
-	// MaxWaiters waiting and failed at once.
-	Expired, Abandoned, Rejected uint64
+	return d.state.Load() == depUp && d.queue.Len() == 0 && d.timer == nil
 }

@@ -30,7 +30,7 @@ func BenchmarkWaitingRequestMemory(b *testing.B) {
 // rate per second, and returns the heap they take, per waiter.
 func waiterMemory(n, rate int) float64 {
 	clk := clock.NewMock()
-	d := newDependency("h", clk, rideConfig{maxWait: time.Hour, maxWaiters: n})
+	d := newDependency("h", clk)
 	d.markDown()
 	d.probing = true // no probe: only the queue is measured
 	start := clk.Now()
@@ -40,7 +40,8 @@ func waiterMemory(n, rate int) float64 {
 	slots := make([]*waitSlot, 0, n)
 	for i := range n {
 		deadline := start.Add(time.Duration(i) * time.Second / time.Duration(rate)).Add(5 * time.Second)
-		s, _, _ := d.enqueue(deadline, false, new(time.Time))
+		w := waiter{deadline: deadline, maxWait: time.Hour, maxWaiters: n}
+		s, _, _ := d.enqueue(&w)
 		slots = append(slots, s)
 	}
 	runtime.GC()

@@ -59,7 +59,8 @@
 //   - Riding through outages (RideThrough, on): a dependency that keeps
 //     failing is waited for, within each request's deadline, instead of
 //     being hammered, and the waiting requests are released paced when it
-//     answers again.
+//     answers again; a wait in vain hands back the last response; an
+//     outage longer than MaxWait fails requests at once.
 //   - One layer: a loop inside another loop (found through the context)
 //     makes a single attempt; PushbackMiddleware and the Retry-Pushback
 //     header stop retries across services.

@@ -51,13 +51,15 @@ type Error struct {
 	Attempts int
 	// Reason is one of ErrAttemptsExhausted, ErrDeadline, ErrBudgetDenied,
 	// ErrPermanent, ErrCancelled, ErrPushback, ErrRetryAfterTooLong,
-	// ErrNotIdempotent or ErrBodyNotReplayable.
+	// ErrNotIdempotent, ErrBodyNotReplayable or ErrDependencyDown.
 	Reason error
 	// Last is the error of the last attempt (with markers such as Permanent
 	// removed). It is nil only when the loop stopped before the first attempt.
 	Last error
 	// Context is the context's error (context.Canceled or
-	// context.DeadlineExceeded) when the context ended the loop, else nil.
+	// context.DeadlineExceeded) when the context had ended when the loop
+	// stopped (its deadline ending a wait for the dependency included),
+	// else nil.
 	Context error
 }
 
@@ -81,17 +83,16 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
-// newError builds the loop's final error. When the context ended the loop,
-// its error is attached so errors.Is(err, context.Canceled) holds.
-func newError(ctx context.Context, attempts int, reason, last error) *Error {
-	e := &Error{Attempts: attempts, Reason: reason, Last: last}
-	if reason == ErrCancelled || reason == ErrDeadline {
-		e.Context = ctx.Err()
-		if e.Context == nil && reason == ErrDeadline {
-			// Stopped early because the next wait would end past the deadline:
-			// for the caller this is the deadline being exceeded.
-			e.Context = context.DeadlineExceeded
-		}
+// newError builds the loop's final error. ctxErr is the error of the
+// loop's context when the loop stopped: whatever the reason, when the
+// context had ended, errors.Is(err, context.Canceled) (or
+// DeadlineExceeded) holds.
+func newError(ctxErr error, attempts int, reason, last error) *Error {
+	e := &Error{Attempts: attempts, Reason: reason, Last: last, Context: ctxErr}
+	if e.Context == nil && reason == ErrDeadline {
+		// Stopped early because the next wait would end past the deadline:
+		// for the caller this is the deadline being exceeded.
+		e.Context = context.DeadlineExceeded
 	}
 	return e
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -83,6 +84,32 @@ func drain(resp *http.Response, clk clock.Clock, bound time.Duration) {
 		t.Stop()
 	}
 	body.Close()
+}
+
+// keep drains a response that is about to be retried, as drain does, and
+// returns a copy of it whose body is the bytes read, for handing back
+// later: nil when the body did not end within bound and drainLimit (it is
+// then closed where it stands, and cannot be had whole).
+func keep(resp *http.Response, clk clock.Clock, bound time.Duration) *http.Response {
+	if resp.ContentLength > drainLimit || bound <= 0 {
+		drain(resp, clk, bound)
+		return nil
+	}
+	var b []byte
+	if resp.Body != nil {
+		body := &closeOnce{ReadCloser: resp.Body}
+		t := afterFunc(clk, bound, func() { body.Close() })
+		read, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
+		t.Stop()
+		body.Close()
+		if err != nil || len(read) > drainLimit {
+			return nil
+		}
+		b = read
+	}
+	kept := *resp
+	kept.Body = io.NopCloser(bytes.NewReader(b))
+	return &kept
 }
 
 // closeOnce closes its body once, whoever asks first.

@@ -41,11 +41,15 @@ func (rt *roundTrip) hedged(ctx context.Context, n int) (*http.Response, error, 
 	var cancels [2]context.CancelFunc
 	launch := func(i int) error {
 		lctx, cancel := context.WithCancel(ctx)
-		lctx = rt.c.trace.attemptStart(lctx, n+i, i == 1, rt.orig)
+		// The send's body first: a send that cannot be made is no attempt,
+		// and the trace hears of none (it would start a span never ended).
 		req, err := rt.legRequest(lctx)
 		if err != nil {
 			cancel()
 			return err
+		}
+		if actx := rt.c.trace.attemptStart(lctx, n+i, i == 1, rt.orig); actx != lctx {
+			req = req.WithContext(actx)
 		}
 		cancels[i] = cancel
 		go sendLeg(rt.t.base, req, rt.estimate, rt.c.clock, rt.c.trace, n+i, i, cancel, results)

@@ -45,15 +45,16 @@ type loop struct {
 	ctx      context.Context // carries the total deadline
 	deadline time.Time       // the total deadline; zero: none
 	gate     *dependency     // holds attempts back while the dependency is down; nil: never
+	w        waiter          // what the gate knows of this request
 
 	sent    int           // requests sent, hedges included
 	tries   int           // of those, the ones the attempt limit counts
 	prev    time.Duration // the last backoff wait
 	charged int           // retries paid for by the budget so far
-	probed  bool          // the request was once sent as the gate's probe
-	// waitBound ends the waits of a request without a deadline: MaxWait
-	// after its first.
-	waitBound time.Time
+	// unsent: the budget paid for the next attempt, which has not gone yet;
+	// if it never goes, the token goes back.
+	unsent    bool
+	probeOut  bool      // the attempt out now is the gate's probe
 	waitCause string    // why the next wait is as long as it is, for the trace
 	waitFrom  time.Time // when waiting for an earlier copy began
 	start     time.Time // for hooks: when the first attempt began
@@ -62,34 +63,43 @@ type loop struct {
 
 // run calls attempt (numbered from 1) until it succeeds or the policy stops,
 // and returns the number of attempts, the last outcome and the reason for
-// stopping (nil on success). gate may be nil. ready, if not nil, says
-// whether another attempt can be made (its body can be had again), before
-// the budget is asked for it. discard, if not nil, is called when a retry
-// has been decided, before the wait, to release what the failed attempt
-// holds; it may take part of the wait and returns what is left of it.
+// stopping (nil on success). attempt is told how many sends the attempt
+// limit leaves it (a hedge needs two). gate may be nil. ready, if not nil,
+// says whether another attempt can be made (its body can be had again),
+// before the budget is asked for it. discard, if not nil, is called when a
+// retry has been decided, before the wait, to release what the failed
+// attempt holds; it may take part of the wait and returns what is left of it.
 //
 // The funcs are parameters, never kept in the loop's state: a Transport's
 // round trip then stays on its goroutine's stack.
-func (c *config) run(ctx context.Context, deadline time.Time, gate *dependency, attempt func(n int) outcome,
+func (c *config) run(ctx context.Context, deadline time.Time, gate *dependency, attempt func(n, left int) outcome,
 	ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
 	l := loop{c: c, ctx: ctx, deadline: deadline, gate: gate}
+	l.w = waiter{deadline: deadline, maxWait: c.ride.maxWait, maxWaiters: c.ride.maxWaiters}
 	if l.observed = c.logger != nil || c.trace != nil; l.observed {
 		l.start = c.clock.Now()
 	}
+	defer l.cleanup()
 	return l.run(attempt, ready, discard)
 }
 
-func (l *loop) run(attempt func(n int) outcome, ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
+func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
 	var last outcome
 	for {
 		probe, err := l.admit()
 		if err != nil {
 			return l.sent, last, err
 		}
-		l.probed = l.probed || probe
-		o := attempt(l.sent + 1)
+		l.w.probed = l.w.probed || probe
+		left := l.c.maxAttempts - l.tries
+		if probe {
+			left = 1 // a probe is one request, never hedged
+		}
+		l.probeOut, l.unsent = probe, false
+		o := attempt(l.sent+1, left)
+		l.probeOut = false
 		l.sent += 1 + o.hedges
-		if !o.pending && !probe { // a wait for an earlier copy, or a probe, is no attempt of the request's
+		if !o.pending { // a wait for an earlier copy is no attempt of the request's
 			l.tries += 1 + o.hedges
 		}
 		l.gate.observe(o, probe)
@@ -114,6 +124,19 @@ func (l *loop) run(attempt func(n int) outcome, ready func() bool, discard func(
 	}
 }
 
+// cleanup runs when the loop ends, however it ends (an attempt's code may
+// panic): a probe that never told its outcome frees the gate's probe, and a
+// retry the budget paid for that never went gets its token back.
+func (l *loop) cleanup() {
+	if l.probeOut {
+		l.gate.probeLost()
+	}
+	if l.unsent {
+		l.c.budget.refund(1)
+		l.charged--
+	}
+}
+
 // admit asks the gate, if any, to let the next attempt go, and tells the
 // trace how long it waited for the dependency.
 func (l *loop) admit() (bool, error) {
@@ -121,10 +144,10 @@ func (l *loop) admit() (bool, error) {
 		return false, nil
 	}
 	if l.c.trace == nil || l.gate.state.Load() == depUp {
-		return l.gate.admit(l.ctx, l.deadline, l.probed, &l.waitBound)
+		return l.gate.admit(l.ctx, &l.w)
 	}
 	start := l.c.clock.Now()
-	probe, err := l.gate.admit(l.ctx, l.deadline, l.probed, &l.waitBound)
+	probe, err := l.gate.admit(l.ctx, &l.w)
 	l.c.trace.wait(l.ctx, l.c.clock.Since(start), "dependency")
 	return probe, err
 }
@@ -181,16 +204,18 @@ func (l *loop) decide(o outcome, ready func() bool) (time.Duration, error) {
 	}
 	if c.budget != nil && !c.budget.AllowRetry(c.clock.Now()) {
 		c.trace.budgetDenied(l.ctx)
-		if l.gate == nil {
+		if l.gate == nil || !l.gate.failing() {
 			return 0, ErrBudgetDenied
 		}
-		// Failures outrun what retries may cost: the dependency is down
-		// as far as this client can tell. Wait for it instead of failing.
+		// Failures outrun what retries may cost, and this dependency's
+		// last attempts failed: it is down as far as this client can
+		// tell. Wait for it instead of failing.
 		l.gate.markDown()
 		return wait, nil
 	}
 	if c.budget != nil {
 		l.charged++
+		l.unsent = true
 	}
 	return wait, nil
 }
@@ -204,7 +229,7 @@ func (l *loop) decidePending(o outcome, ready func() bool) (time.Duration, error
 	if l.waitFrom.IsZero() {
 		l.waitFrom = now
 	}
-	if l.deadline.IsZero() && now.Sub(l.waitFrom) >= l.c.ride.maxWait {
+	if l.deadline.IsZero() && now.Sub(l.waitFrom) >= l.w.maxWait {
 		return 0, ErrAttemptsExhausted
 	}
 	wait, err := l.backoff(o)

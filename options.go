@@ -50,7 +50,7 @@ type retryBudget interface {
 	// refund gives back the tokens of n retries that led to a success.
 	refund(n int)
 	// dependency is the gate of the budget's dependency, for Do.
-	dependency(clk clock.Clock, ride rideConfig) *dependency
+	dependency(clk clock.Clock) *dependency
 }
 
 var defaultConfig = newConfig(nil)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,4 +146,55 @@ func TestMisuseGetsErrorsNotPanics(t *testing.T) {
 		assert.Equal(t, 1, re.Attempts)
 		assert.Contains(t, err.Error(), "nil *http.Response")
 	})
+}
+
+// A Do call that panics tells its Trace through Panicked (never End), with
+// the loop's context and the panic's value, and the panic goes on; a
+// goroutine that exits inside the operation (runtime.Goexit, as t.FailNow
+// does) is told with a nil value.
+func TestPanickingOperationIsToldToTheTrace(t *testing.T) {
+	type key struct{}
+	var ended atomic.Int32
+	var told []any
+	var loopCtx context.Context
+	tr := &retry.Trace{
+		Start: func(ctx context.Context, _ *http.Request) context.Context {
+			return context.WithValue(ctx, key{}, "loop")
+		},
+		End: func(context.Context, retry.Report) { ended.Add(1) },
+		Panicked: func(ctx context.Context, v any) {
+			loopCtx = ctx
+			told = append(told, v)
+		},
+	}
+	assert.PanicsWithValue(t, "boom", func() {
+		_ = retry.Do(context.Background(), func(context.Context) error { panic("boom") }, retry.WithTrace(tr))
+	})
+	require.NotNil(t, loopCtx)
+	assert.Equal(t, "loop", loopCtx.Value(key{}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = retry.Do(context.Background(), func(context.Context) error { runtime.Goexit(); return nil }, retry.WithTrace(tr))
+	}()
+	<-done
+	assert.Equal(t, []any{"boom", nil}, told)
+	assert.Zero(t, ended.Load())
+}
+
+// A RoundTrip whose base panics tells its Trace through Panicked, and the
+// panic goes on.
+func TestPanickingBaseIsToldToTheTrace(t *testing.T) {
+	var ended atomic.Int32
+	var told []any
+	tr := &retry.Trace{
+		End:      func(context.Context, retry.Report) { ended.Add(1) },
+		Panicked: func(_ context.Context, v any) { told = append(told, v) },
+	}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { panic("boom") })
+	req, err := http.NewRequest(http.MethodGet, "http://mem.test/", nil)
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "boom", func() { _, _ = retry.NewTransport(base, retry.WithTrace(tr)).RoundTrip(req) })
+	assert.Equal(t, []any{"boom"}, told)
+	assert.Zero(t, ended.Load())
 }

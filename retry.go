@@ -49,11 +49,19 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	defer cancel() // also when op panics: no timer outlives the call
 	lc := markLoop(ctx)
 	ctx = c.trace.start(lc, nil)
+	ended := false
+	if c.trace != nil {
+		defer func() {
+			if !ended {
+				panicked(ctx, c.trace, recover())
+			}
+		}()
+	}
 	var gate *dependency
 	if c.budget != nil && !c.ride.off {
-		gate = c.budget.dependency(c.clock, c.ride)
+		gate = c.budget.dependency(c.clock)
 	}
-	n, last, reason := c.run(ctx, deadline, gate, func(n int) outcome {
+	n, last, reason := c.run(ctx, deadline, gate, func(n, _ int) outcome {
 		if n > 1 {
 			lc.keys.newAttempt()
 		}
@@ -62,16 +70,26 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	var err error
 	if reason != nil {
 		last.err = unmark(last.err)
-		err = newError(ctx, n, reason, last.err)
+		err = newError(ctx.Err(), n, reason, last.err)
 		if isGiveUp(reason) {
 			noteGiveUp(ctx, reason)
 		}
 	}
 	c.fillReport(n, reason, last)
+	ended = true
 	if c.trace != nil {
 		c.trace.end(ctx, Report{Attempts: n, Reason: reason, Err: last.err})
 	}
 	return err
+}
+
+// panicked tells the trace that the call panicked with value (recovered
+// by the caller's deferred function), and lets the panic go on.
+func panicked(ctx context.Context, t *Trace, value any) {
+	t.panicked(ctx, value)
+	if value != nil {
+		panic(value)
+	}
 }
 
 // DoValue is Do for an operation that returns a value: it returns the value

@@ -10,16 +10,42 @@ import (
 //
 // The dependency is taken to be down when its attempts fail several times
 // in a row (5xx, 429, transport failures; never a 4xx), or when the retry
-// budget denies a retry. While it is down, requests to it are not sent: they
+// budget denies a retry after its last two attempts failed (a budget that
+// another host's outage drained denies a healthy host's retry as usual,
+// ErrBudgetDenied). While it is down, requests to it are not sent: they
 // wait (on their own goroutine, within their own deadline and context),
 // except for a probe now and then: the first after 100 ms, then at doubling
-// intervals up to one a second, each request probing at most once. When an
-// attempt succeeds again, the waiting requests are released earliest
-// deadline first, paced: from the rate at which they arrived, ramping to
-// 1.8 times that over half a second, with jitter, so the recovering
-// dependency is not knocked down again. A request whose deadline comes
-// while it waits ends then, with ErrDependencyDown (and the last error or
-// status it saw); cancelling its context releases it at once.
+// intervals up to one a second, each request probing at most once. A probe
+// is an attempt like any other: WithMaxAttempts caps it too. When an
+// attempt is answered again (a success, a rejection, a keyed 409), the
+// waiting requests are released earliest deadline first, paced: at the
+// rate at which requests have asked for the dependency since it went down
+// (measured anew at every release, so it converges on the offered rate
+// however soon the first answer came), ramping to 1.8 times that over half
+// a second, with jitter, so the recovering dependency is not knocked down
+// again and new arrivals do not starve behind old waiters.
+//
+// Waiting is for outages that end soon. A request waits at most until its
+// deadline, or MaxWait without one; and once the dependency has been down
+// for longer than the request's MaxWait, it does not wait at all: it fails
+// at once (unless it goes as the probe that is due), so a long outage costs
+// each request milliseconds, not MaxWait. A request whose wait ends in
+// vain ends with ErrDependencyDown: if it got a response before it waited,
+// that response is handed back with a nil error, its body read into memory
+// while the request waited (up to 64 KiB; a longer body cannot be kept
+// without holding its connection, and the request then ends in an *Error
+// whose Last is a *StatusError with the status); otherwise it ends in an
+// *Error that also matches its context's error when its deadline or its
+// cancellation ended the wait. A waiting request therefore holds its last
+// response's body, up to 64 KiB.
+//
+// MaxWait and MaxWaiters are each request's own: NewContext can give one
+// request other bounds, and no request changes another's. A Transport keeps
+// what it knows of every host it sends to; once it knows many, it forgets
+// the idle ones (up, nobody waiting, not asked for lately), so a
+// long-lived client that meets ever new hosts keeps riding through outages
+// of every one of them in bounded memory. A panic in an attempt's code (a
+// hook, an operation) that was the probe frees the probe.
 //
 // A keyed 409 (an earlier copy of the request still running) is waited out
 // the same way the server asks (Retry-After), without spending the retry
@@ -30,7 +56,8 @@ import (
 // in a row, or a denied retry) fails with ErrAttemptsExhausted. With the
 // default full-jitter backoff that is rare (its first three waits must add
 // up to less than that moment); a backoff with a floor, such as
-// EqualJitter, rules it out.
+// EqualJitter, rules it out. A retry the budget paid for that never went
+// (its wait ended first) gets its token back.
 //
 // Independent failures (a brownout) do not mark a dependency down, and a
 // retry that succeeds earns its budget token back, so they are retried as
@@ -42,11 +69,12 @@ type RideThrough struct {
 	// state. Turn it off for callers that must fail fast and do something
 	// else (serve a cached value, try another region) rather than wait.
 	Off bool
-	// MaxWait bounds the wait of a request that has no deadline (default
-	// DefaultMaxWait).
+	// MaxWait bounds the wait of a request that has no deadline, and is
+	// how long a dependency may have been down for a request still to wait
+	// for it (default DefaultMaxWait).
 	MaxWait time.Duration
-	// MaxWaiters is the most requests waiting for one dependency at once
-	// (default DefaultMaxWaiters).
+	// MaxWaiters: a request finding this many requests waiting for its
+	// dependency already fails at once (default DefaultMaxWaiters).
 	MaxWaiters int
 }
 

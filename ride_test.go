@@ -175,40 +175,61 @@ func TestRideThroughLeavesHealthyTrafficAlone(t *testing.T) {
 	})
 }
 
-// In a total outage, every request ends at its own deadline with
-// ErrDependencyDown, and attempts stay near one per request.
+// In a total outage, every request ends with ErrDependencyDown (or the
+// 503 it got), at its own deadline while the outage is young and at once
+// once the host has been down longer than MaxWait; attempts stay near one
+// per request. Without deadlines, the long outage costs each request one
+// MaxWait at most, not one each: 2,000 requests end in under 30 s.
 func TestRideThroughATotalOutage(t *testing.T) {
-	for _, callers := range []int{1, 50} {
-		t.Run(fmt.Sprintf("%d callers", callers), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				base := newFlaky(func(time.Duration, int64) bool { return true })
-				client := &http.Client{Transport: retry.NewTransport(base)}
-				const requests = 2000
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				for range callers {
-					wg.Go(func() {
-						for next.Add(1) <= requests {
-							start := time.Now()
-							ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-							req, _ := http.NewRequestWithContext(ctx, "GET", "http://dep.test/", nil)
-							resp, err := client.Do(req)
-							cancel()
-							if err == nil {
-								resp.Body.Close() // one of the first, before the outage was known
-								continue
-							}
-							assert.ErrorIs(t, err, retry.ErrDependencyDown)
-							assert.Equal(t, 50*time.Millisecond, time.Since(start), "it ended at its deadline")
-						}
-					})
-				}
-				wg.Wait()
-				perRequest := float64(base.n.Load()) / requests
-				t.Logf("attempts per request %.3f", perRequest)
-				assert.LessOrEqual(t, perRequest, 1.10)
+	for _, deadline := range []time.Duration{50 * time.Millisecond, 0} {
+		for _, callers := range []int{1, 50} {
+			t.Run(fmt.Sprintf("deadline %v, %d callers", deadline, callers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { totalOutage(t, deadline, callers) })
 			})
+		}
+	}
+}
+
+func totalOutage(t *testing.T, deadline time.Duration, callers int) {
+	base := newFlaky(func(time.Duration, int64) bool { return true })
+	tr := retry.NewTransport(base)
+	client := &http.Client{Transport: tr}
+	const requests = 2000
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range callers {
+		wg.Go(func() {
+			for next.Add(1) <= requests {
+				start := time.Now()
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if deadline > 0 {
+					ctx, cancel = context.WithTimeout(ctx, deadline)
+				}
+				resp, err := client.Do(mustRequest(ctx, "http://dep.test/"))
+				cancel()
+				if err == nil {
+					assert.Equal(t, 503, resp.StatusCode, "only a 503 is handed back")
+					resp.Body.Close()
+					continue
+				}
+				assert.ErrorIs(t, err, retry.ErrDependencyDown)
+				took := time.Since(start)
+				if deadline > 0 && took > 0 {
+					assert.Equal(t, deadline, took, "it ended at its deadline")
+					assert.ErrorIs(t, err, context.DeadlineExceeded)
+				}
+			}
 		})
+	}
+	wg.Wait()
+	st := tr.Dependencies()[0]
+	perRequest := float64(base.n.Load()) / requests
+	t.Logf("attempts per request %.3f; %v for all; %+v", perRequest, time.Since(begin), st)
+	assert.LessOrEqual(t, perRequest, 1.10)
+	assert.Less(t, time.Since(begin), 30*time.Second)
+	if time.Since(begin) > retry.DefaultMaxWait+time.Second {
+		assert.Positive(t, st.FailedFast, "a long outage fails fast")
 	}
 }
 
@@ -239,9 +260,10 @@ func mustRequest(ctx context.Context, url string) *http.Request {
 	return req
 }
 
-// A waiting request whose context is cancelled is released at once; one
-// without a deadline waits at most MaxWait; past MaxWaiters a request
-// fails at once; and another host is not held back.
+// A waiting request whose context is cancelled is released at once; past
+// MaxWaiters a request fails at once; one without a deadline waits at most
+// MaxWait; once the host has been down longer than MaxWait, requests fail
+// at once; and another host is not held back.
 func TestRideThroughWaitsAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -269,24 +291,44 @@ func TestRideThroughWaitsAreBounded(t *testing.T) {
 		cancel()
 		err := <-done
 		assert.ErrorIs(t, err, retry.ErrCancelled)
+		assert.ErrorIs(t, err, context.Canceled)
 		assert.Zero(t, time.Since(start))
 
-		// No deadline: MaxWait.
-		start = time.Now()
-		_, err = client.Do(mustRequest(context.Background(), "http://down.test/"))
-		assert.ErrorIs(t, err, retry.ErrDependencyDown)
-		assert.LessOrEqual(t, time.Since(start), 3*time.Second+10*time.Millisecond, "MaxWait, to 10 ms")
-		assert.GreaterOrEqual(t, time.Since(start), 3*time.Second, "it waited MaxWait")
-
-		// Past MaxWaiters: at once.
+		// Past MaxWaiters: at once. The two waiters have no deadline: they
+		// wait MaxWait (each probes once on the way, in vain).
 		var wg sync.WaitGroup
+		start = time.Now()
 		for range 2 {
-			wg.Go(func() { client.Do(mustRequest(context.Background(), "http://down.test/")) })
+			wg.Go(func() {
+				resp, err := client.Do(mustRequest(context.Background(), "http://down.test/"))
+				if err == nil { // it probed, and its 503 is handed back
+					assert.Equal(t, 503, resp.StatusCode)
+					resp.Body.Close()
+				} else {
+					assert.ErrorIs(t, err, retry.ErrDependencyDown)
+				}
+				assert.LessOrEqual(t, time.Since(start), 3*time.Second+10*time.Millisecond, "MaxWait, to 10 ms")
+				assert.GreaterOrEqual(t, time.Since(start), 3*time.Second, "it waited MaxWait")
+			})
 		}
 		synctest.Wait()
-		start = time.Now()
 		_, err = client.Do(mustRequest(context.Background(), "http://down.test/"))
 		assert.ErrorIs(t, err, retry.ErrDependencyDown)
+		assert.Zero(t, time.Since(start), "failed at once")
+		wg.Wait()
+
+		// Down for longer than MaxWait: a request without a deadline, and
+		// one with a deadline far off, fail at once.
+		start = time.Now()
+		for _, ctx := range []context.Context{context.Background(), withTimeout(t, time.Minute)} {
+			resp, err := client.Do(mustRequest(ctx, "http://down.test/"))
+			if err == nil { // it went as the probe, which was due
+				assert.Equal(t, 503, resp.StatusCode)
+				resp.Body.Close()
+			} else {
+				assert.ErrorIs(t, err, retry.ErrDependencyDown)
+			}
+		}
 		assert.Zero(t, time.Since(start), "failed at once")
 
 		// Another host goes at once.
@@ -294,15 +336,23 @@ func TestRideThroughWaitsAreBounded(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Zero(t, time.Since(start))
-		wg.Wait()
 		for _, st := range tr.Dependencies() {
 			if st.Name == "down.test" {
-				assert.Positive(t, st.Rejected)
-				assert.Positive(t, st.Abandoned)
-				assert.Positive(t, st.Expired)
+				t.Logf("%+v", st)
+				assert.Equal(t, uint64(1), st.Rejected)
+				assert.Equal(t, uint64(1), st.Abandoned)
+				assert.Equal(t, uint64(2), st.Expired)
+				assert.Positive(t, st.FailedFast)
 			}
 		}
 	})
+}
+
+// withTimeout is a context that ends after d, and at the test's end.
+func withTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // Copies of one keyed request sent together (as a flaky network makes
@@ -390,7 +440,7 @@ func TestDoRidesThroughAnOutageOfItsBudgetsDependency(t *testing.T) {
 }
 
 // A request that gives up after waiting for its dependency tells its
-// callers not to retry.
+// callers not to retry; the response it waited with is handed back.
 func TestWaitingInVainIsAGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -402,8 +452,13 @@ func TestWaitingInVainIsAGiveUp(t *testing.T) {
 		handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 			defer cancel()
-			_, err := client.Do(mustRequest(ctx, "http://dep.test/"))
-			assert.ErrorIs(t, err, retry.ErrDependencyDown, "it waited in vain")
+			var report retry.Report
+			resp, err := client.Do(mustRequest(retry.NewContext(ctx, retry.WithReport(&report)), "http://dep.test/"))
+			if assert.NoError(t, err, "the probe's 503 is handed back") {
+				assert.Equal(t, 503, resp.StatusCode)
+				resp.Body.Close()
+			}
+			assert.ErrorIs(t, report.Reason, retry.ErrDependencyDown, "it waited in vain")
 			w.WriteHeader(http.StatusBadGateway)
 		}))
 		rec := httptest.NewRecorder()

@@ -34,9 +34,14 @@ type roundTrip struct {
 	cancelLoop context.CancelFunc
 	ownsLoop   bool // ctx is ours: it must end when the response body is closed
 
-	out           *outgoing      // the current attempt's request, when not the caller's
-	resp          *http.Response // the last attempt's response, until discarded
-	origSent      bool           // the caller's body went to the base, which closes it
+	out  *outgoing      // the current attempt's request, when not the caller's
+	resp *http.Response // the last attempt's response, until discarded
+	// kept is the last response, its body read into memory when it was
+	// discarded for a retry: it is handed back if the request then waits
+	// for its dependency in vain. Nil when there is none, or its body was
+	// too long to keep.
+	kept          *http.Response
+	origSent      bool // the caller's body went to the base, which closes it
 	cancelAttempt context.CancelFunc
 	ownsAttempt   bool          // the current attempt has a context of its own
 	timer         stopper       // ends the current attempt; nil when it has no timeout
@@ -74,7 +79,7 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 		rt.estimate = t.latency.For(req.URL.Host)
 	}
 	if !c.ride.off {
-		rt.dep = t.dependencyFor(req.URL.Host, c)
+		rt.dep = t.dependencyFor(req.URL.Host)
 	}
 	rt.deadline = c.deadline(rt.parent)
 	rt.ctx, rt.cancelLoop = withTotalDeadline(rt.parent, c.clock, rt.deadline)
@@ -131,15 +136,19 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 	if rt.resp != nil {
 		return rt.handBack(), nil
 	}
+	ctxErr := rt.ctx.Err()
 	rt.endAttempt()
 	rt.cancelLoop()
+	if rt.kept != nil && reason == ErrDependencyDown {
+		return rt.kept, nil
+	}
 	if last.err == nil && last.status != 0 {
 		last.err = &StatusError{StatusCode: last.status}
 	}
 	if rt.nested {
 		return nil, last.err // the enclosing loop decides
 	}
-	return nil, newError(rt.ctx, n, reason, last.err)
+	return nil, newError(ctxErr, n, reason, last.err)
 }
 
 // reportedKey is the key the attempts carried: the Transport's or the caller's.
@@ -177,12 +186,21 @@ func (rt *roundTrip) endAttempt() {
 }
 
 // discard releases a response that is about to be retried, within the
-// wait before the retry where it can, and returns what is left of the wait.
+// wait before the retry (a body that has not ended when the wait does is
+// closed where it stands), and returns what is left of the wait. When the
+// request may wait for its dependency after that, the body is kept in
+// memory as it is drained, up to drainLimit, so that a wait in vain can
+// still hand the response back.
 func (rt *roundTrip) discard(wait time.Duration) time.Duration {
 	if rt.resp != nil {
 		clk := rt.c.clock
 		start := clk.Now()
-		drain(rt.resp, clk, rt.settleBound())
+		bound := min(rt.settleBound(), wait)
+		if rt.dep != nil {
+			rt.kept = keep(rt.resp, clk, bound)
+		} else {
+			drain(rt.resp, clk, bound)
+		}
 		rt.resp = nil
 		wait = max(0, wait-clk.Since(start))
 	}

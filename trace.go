@@ -40,6 +40,12 @@ type Trace struct {
 	Hedged func(ctx context.Context, won bool)
 	// End is called when the logical request ended, with its report.
 	End func(ctx context.Context, r Report)
+	// Panicked is called instead of End when a Do call or a RoundTrip
+	// panics (the operation, the base RoundTripper or a hook did), with
+	// the loop's context and the value the panic carries (nil when the
+	// goroutine exits, as runtime.Goexit does); the panic goes on when it
+	// returns. An attempt the panic interrupted gets no AttemptEnd.
+	Panicked func(ctx context.Context, value any)
 }
 
 // WithTrace installs t's hooks (see Trace). A nil t removes them.
@@ -96,5 +102,11 @@ func (t *Trace) hedged(ctx context.Context, won bool) {
 func (t *Trace) end(ctx context.Context, r Report) {
 	if t != nil && t.End != nil {
 		t.End(ctx, r)
+	}
+}
+
+func (t *Trace) panicked(ctx context.Context, value any) {
+	if t != nil && t.Panicked != nil {
+		t.Panicked(ctx, value)
 	}
 }

@@ -33,7 +33,8 @@ import (
 //     a success get their tokens back.
 //   - A host that keeps failing is taken as down, and requests to it wait
 //     for it to come back, within their deadlines, instead of failing or
-//     hammering it: see RideThrough.
+//     hammering it; once it has been down for longer than MaxWait they fail
+//     at once: see RideThrough.
 //   - Inside another retry loop (found through the request's context), a
 //     Transport makes a single attempt.
 //   - No attempt waits for its response forever: without a deadline or an
@@ -58,9 +59,12 @@ type Transport struct {
 	bounded bool
 	// latency keeps per-host estimates when adaptive timeouts or hedging are on.
 	latency *latencyByHost
-	// deps are the hosts' gates (see RideThrough), at most maxDependencies.
+	// deps are the hosts' gates (see RideThrough); idle ones are evicted
+	// once there are many (see evictIdle).
 	deps     sync.Map // host -> *dependency
 	depCount atomic.Int32
+	evictAt  atomic.Int32 // depCount at which idle gates are evicted next
+	evicting sync.Mutex
 
 	// zero and dflt serve the zero Transport.
 	zero sync.Once
@@ -128,24 +132,48 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// maxDependencies bounds the hosts a Transport keeps a gate for; requests to
-// hosts beyond it are sent whatever their host's state.
+// maxDependencies is how many hosts a Transport keeps a gate for before it
+// evicts the idle ones (up, nobody waiting, not asked for since the last
+// eviction); it then evicts again when it holds twice as many as it kept,
+// so memory stays within twice the hosts in use, and every host, however
+// many came before, rides through outages.
 const maxDependencies = 1024
 
-// dependencyFor returns the gate of host, made on first use; nil past
-// maxDependencies hosts.
-func (t *Transport) dependencyFor(host string, c *config) *dependency {
-	if d, ok := t.deps.Load(host); ok {
-		return d.(*dependency)
+// dependencyFor returns the gate of host, made on first use with the
+// Transport's own clock: a request's options never shape it.
+func (t *Transport) dependencyFor(host string) *dependency {
+	if v, ok := t.deps.Load(host); ok {
+		d := v.(*dependency)
+		if !d.used.Load() {
+			d.used.Store(true)
+		}
+		return d
 	}
-	if t.depCount.Load() >= maxDependencies {
-		return nil
+	v, loaded := t.deps.LoadOrStore(host, newDependency(host, t.cfg.clock))
+	d := v.(*dependency)
+	d.used.Store(true)
+	if !loaded && t.depCount.Add(1) >= max(t.evictAt.Load(), maxDependencies) {
+		t.evictIdle()
 	}
-	d, loaded := t.deps.LoadOrStore(host, newDependency(host, c.clock, c.ride))
-	if !loaded {
-		t.depCount.Add(1)
+	return d
+}
+
+// evictIdle forgets the gates of hosts that are up, that nobody waits for,
+// and that no request asked for since the last eviction (the others are
+// marked unasked, and go next time if they stay so).
+func (t *Transport) evictIdle() {
+	if !t.evicting.TryLock() {
+		return // another request is at it
 	}
-	return d.(*dependency)
+	defer t.evicting.Unlock()
+	t.deps.Range(func(host, v any) bool {
+		d := v.(*dependency)
+		if !d.used.Swap(false) && d.idle() && t.deps.CompareAndDelete(host, d) {
+			t.depCount.Add(-1)
+		}
+		return true
+	})
+	t.evictAt.Store(2 * t.depCount.Load())
 }
 
 // Dependencies returns what the Transport knows of each host it sent to
@@ -171,7 +199,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var rt roundTrip
 	rt.start(t, req)
-	return rt.run()
+	if rt.c.trace == nil {
+		return rt.run()
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			panicked(rt.ctx, rt.c.trace, recover())
+		}
+	}()
+	resp, err := rt.run()
+	returned = true
+	return resp, err
 }
 
 // closeRequestBody closes the body of a request that will not be sent

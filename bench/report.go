@@ -105,6 +105,14 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	})
 	stormRows(row, "flapping service", s.Flap, func(r LibResult) StormResult { return r.Flap })
 	stormRows(row, "brownout", s.Brownout, func(r LibResult) StormResult { return r.Brownout })
+	row("two hosts, one down: the healthy host's requests that succeeded", func(r LibResult) string {
+		h := r.TwoHosts.Healthy
+		return fmt.Sprintf("%d of %d (%.1f%%)", h.Succeeded, h.Requests, 100*float64(h.Succeeded)/float64(max(h.Requests, 1)))
+	})
+	row("two hosts, one down: attempts per request to the down host", func(r LibResult) string {
+		d := r.TwoHosts.Down
+		return perRequest(float64(d.Attempts) / float64(max(d.Requests, 1)))
+	})
 	writeNotes(&b, res)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -145,10 +153,10 @@ How the figures were made (loopback, %s in all):
   deadline per request, within a minute.
 - **exactlyonce** keeps its defaults in every row: a retry budget (20 tokens, then 0.1 token
   per success, at least 1 retry/s, and the tokens of retries that led to a success given back),
-  and riding through outages: once a service fails 8 times in a row (or the budget runs dry),
-  requests to it wait, within their deadlines, while only a probe now and then goes out, and are
-  released paced when it answers again. In a total outage a request therefore ends at its
-  deadline, not at once.
+  and riding through outages: once a service fails 8 times in a row (or twice with the budget
+  dry), requests to it wait, within their deadlines, while only a probe now and then goes out,
+  and are released paced when it answers again. In a total outage a request therefore ends at
+  its deadline while the outage is younger than 10 s (MaxWait), and at once after that.
 - **Nested**: three services chained, each calling the next with the library under test, using
   the request's context; the innermost always answers 503. Ours wrap their handlers with
   retry.PushbackMiddleware. %d top-level requests, %d at a time. With defaults, peers that wait
@@ -176,13 +184,18 @@ How the figures were made (loopback, %s in all):
   sequence, answered 503 for the first %v. Attempts "per request offered during the bad period"
   are the attempts the service saw then over the requests offered then: waiting requests sent
   after it count in the next period.
+- **Two hosts**: one client (defaults) sends %d requests/s to each of two services for %v, with
+  a %v deadline each: one answers 503 throughout, the other answers %.0f%% of its attempts, by a
+  fixed pseudo-random sequence, with a 503 (blips worth retrying). A library with one budget per
+  client must not let the dead service's failures cost the healthy one its retries.
 `, res.Took.Round(time.Second),
 		s.DefaultsRequests, s.Callers, s.CallerRequests, s.DefaultsWindow, s.DefaultsRequestTimeout,
 		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests, s.PolicyRequestTimeout,
 		s.NestedRequests, s.NestedCallers, costRounds, plainCost(res, 0), plainCost(res, 1), plainCost(res, 4), plainCost(res, 5), retryAfterHonoured,
 		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout,
 		s.Flap.Offer, s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage,
-		s.Brownout.Offer, 100*s.Brownout.BrownoutRate, s.Brownout.Outage)
+		s.Brownout.Offer, 100*s.Brownout.BrownoutRate, s.Brownout.Outage,
+		s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout, 100*s.TwoHosts.BlipRate)
 }
 
 func defaultsCell(r LibResult, o OutageResult) string {

@@ -28,6 +28,8 @@ type Settings struct {
 	ReuseRequests int
 	// The three storms: an outage, a flapping service, a brownout.
 	Storm, Flap, Brownout StormConfig
+	// TwoHosts is one client calling a dead service and a healthy one.
+	TwoHosts TwoHostsConfig
 	// StormPause separates the storms, so that one library's connections
 	// have settled before the next starts.
 	StormPause time.Duration
@@ -65,6 +67,10 @@ func DefaultSettings() Settings {
 			BrownoutRate: 0.3, Window: 8 * time.Second, Bucket: 250 * time.Millisecond,
 			RequestTimeout: 5 * time.Second, MaxInFlight: 2000,
 		},
+		TwoHosts: TwoHostsConfig{
+			Policy: Defaults, Rate: 100, Offer: 4 * time.Second, BlipRate: 0.05,
+			RequestTimeout: 2 * time.Second,
+		},
 		StormPause: 2 * time.Second,
 		Cost:       true,
 	}
@@ -85,6 +91,7 @@ func QuickSettings() Settings {
 		st.Rate, st.Offer, st.Outage, st.Window, st.Bucket = s.Storm.Rate, s.Storm.Offer, s.Storm.Outage, s.Storm.Window, s.Storm.Bucket
 		st.FlapPeriod, st.RequestTimeout = 50*time.Millisecond, s.Storm.RequestTimeout
 	}
+	s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout = 50, 200*time.Millisecond, 200*time.Millisecond
 	s.StormPause = time.Millisecond
 	s.Cost = false
 	return s
@@ -107,6 +114,7 @@ type LibResult struct {
 	Replay                    ReplayResult
 	Reuse                     ReuseResult
 	Storm, Flap, Brownout     StormResult
+	TwoHosts                  TwoHostsResult
 }
 
 // Results is a whole run.
@@ -191,6 +199,12 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 			*st.res = Storm(ctx, rs[i].Library, st.cfg)
 			fmt.Fprintf(log, "%-40s %v\n", st.name+", "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 		}
+		if !sleepCtx(ctx, s.StormPause) {
+			break
+		}
+		t := time.Now()
+		rs[i].TwoHosts = TwoHosts(ctx, rs[i].Library, s.TwoHosts)
+		fmt.Fprintf(log, "%-40s %v\n", "two hosts, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 	}
 	return Results{Settings: s, Libs: rs, Took: time.Since(start)}
 }

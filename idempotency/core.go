@@ -327,6 +327,7 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 	out, werr := work(wctx, e)
 	done = true
 	e.ctx.stop()
+	stepErr := e.failedStep()
 
 	var ab *abort
 	switch {
@@ -338,7 +339,7 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		_ = tx.Rollback(bg)
 		r.abandon(bg, e)
 		return Result{}, failed
-	case e.stepErr != nil && !errors.Is(werr, ErrRejected) && !errors.Is(werr, ErrLeaseLost):
+	case stepErr != nil && !errors.Is(werr, ErrRejected) && !errors.Is(werr, ErrLeaseLost):
 		// A step's recovery point was not saved: the step did not run, or
 		// its result was not kept. What the work made of that (a 5xx, an
 		// Abort) is not the outcome; the next retry resumes the step.
@@ -346,7 +347,7 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 			_ = tx.Rollback(bg)
 		}
 		r.abandon(bg, e)
-		return Result{}, fmt.Errorf("idempotency: a recovery point was not saved, so nothing was stored: %w", e.stepErr)
+		return Result{}, fmt.Errorf("idempotency: a recovery point was not saved, so nothing was stored: %w", stepErr)
 	case werr == nil:
 		if tx != nil {
 			err = tx.Complete(bg, out)
@@ -397,9 +398,13 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 // resumes at once.
 // Errors are ignored: the lease runs out by itself.
 func (r *Runner) abandon(ctx context.Context, e *Execution) {
-	if e.point == "" {
+	if before, ok := ctx.Value(beforeAbandonKey{}).(func()); ok {
+		before() // a Reconciler's: see reconciler.takeOver
+	}
+	point, data := e.saved()
+	if point == "" {
 		_ = r.store.Release(ctx, e.Fence())
 		return
 	}
-	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), e.point, e.data, abandonLease)
+	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), point, data, abandonLease)
 }

@@ -77,8 +77,12 @@
 // began (MarkStarted, or a Step) and whose lease ran out, and resumes each
 // as a retry would: completed steps are skipped, an unfinished step is
 // called again with its downstream key, and the outcome is stored, so a
-// client that comes back late gets it byte for byte. A stalled execution
-// is finished within its lease and one interval.
+// client that comes back late gets it byte for byte. A Reconciler resumes
+// up to ReconcilerConfig.Batch executions at once, taking over more as
+// soon as one ends, so a slow execution holds back only itself: a stalled
+// execution is taken over within one interval of the end of its lease
+// while there is room, and as soon as there is otherwise. A pass in which
+// a resumption failed leaves what is left to the next pass.
 //
 // What it resumes with must be stored when the request arrives:
 //

@@ -23,17 +23,19 @@ type Execution struct {
 	// too.
 	input     []byte
 	resumable bool
-	// mu orders the saves of recovery points (MarkStarted may be called
-	// from any goroutine).
+	// mu orders the saves of recovery points and guards what they change,
+	// point, data and stepErr: MarkStarted may be called from any
+	// goroutine, while the work runs a Step.
 	mu sync.Mutex
 	// stepErr is the first store failure saving a step's recovery point:
 	// the attempt then fails whatever the work returns.
 	stepErr error
-
-	// Recovery state: the last saved point, the encoded data saved with it,
-	// completed step results by name, and the steps called in this attempt.
+	// The last saved point and the encoded data saved with it.
 	point string
 	data  []byte
+
+	// Completed step results by name, and the steps called in this
+	// attempt: the goroutine running the work's (Step is not for others).
 	steps []stepResult
 	used  map[string]bool
 }
@@ -131,6 +133,20 @@ func (e *Execution) MarkStarted() {
 		// still resumes it; only a Reconciler would not see it.
 		_ = e.renew(ctx, startedPoint, e.data)
 	}
+}
+
+// saved returns the last saved recovery point and its data.
+func (e *Execution) saved() (point string, data []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.point, e.data
+}
+
+// failedStep returns the first failure to save a step's recovery point.
+func (e *Execution) failedStep() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stepErr
 }
 
 // Started reports whether MarkStarted (or a Step) was called, or this

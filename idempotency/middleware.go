@@ -14,9 +14,13 @@ import (
 const (
 	// DefaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
 	DefaultMaxRequestBody = 1 << 20
-	// DefaultMaxResponseBody is the largest response stored (1 MiB): status,
-	// header and body, as stored.
+	// DefaultMaxResponseBody is the largest response body stored (1 MiB).
 	DefaultMaxResponseBody = 1 << 20
+	// DefaultMaxResponseHeader is the room for the rest of a stored
+	// response (64 KiB): its status and header, as stored, and a few bytes
+	// of framing. With the defaults no record holds more than 1 MiB + 64 KiB
+	// of response.
+	DefaultMaxResponseHeader = 64 << 10
 )
 
 // CallerFunc returns the caller a request belongs to: the authenticated
@@ -73,14 +77,27 @@ func WithMaxRequestBody(n int64) MiddlewareOption {
 	})
 }
 
-// WithMaxResponseBody sets the largest response stored (default
-// DefaultMaxResponseBody), counting everything stored: the status, the
-// header and the body. See Middleware for what happens to a larger one.
-// Values <= 0 are ignored.
+// WithMaxResponseBody sets the largest response body stored (default
+// DefaultMaxResponseBody). The status and header have a room of their own
+// (WithMaxResponseHeader). See Middleware for what happens to a larger
+// response. Values <= 0 are ignored.
 func WithMaxResponseBody(n int) MiddlewareOption {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
-			m.maxResponse = n
+			m.maxResponse.body = n
+		}
+	})
+}
+
+// WithMaxResponseHeader sets the room for what is stored of a response
+// besides its body (default DefaultMaxResponseHeader): the status and the
+// header, as stored, and a few bytes of framing. A response whose header
+// does not fit is too large, like one whose body does not, so that no
+// record holds more than the two limits together. Values <= 0 are ignored.
+func WithMaxResponseHeader(n int) MiddlewareOption {
+	return middlewareOption(func(m *middleware) {
+		if n > 0 {
+			m.maxResponse.head = n
 		}
 	})
 }
@@ -91,7 +108,7 @@ type middleware struct {
 	header      string
 	required    map[string]bool
 	maxRequest  int64
-	maxResponse int
+	maxResponse responseLimit
 	// resume names the handler for a Reconciler, and resumeHeaders are
 	// the request headers stored for it (WithResume).
 	resume        string
@@ -134,9 +151,11 @@ type middleware struct {
 // stored first) and Hijack is not supported. As with net/http, the header is
 // taken when it is written (WriteHeader, or the first Write): changes to the
 // header map after that are neither sent nor stored, and trailers are
-// neither. The response limit (WithMaxResponseBody) counts everything stored:
-// status, header and body. A rejection larger than the limit is streamed
-// instead. An outcome larger than the limit is not sent: the transaction
+// neither. A response is stored when its body fits the body limit
+// (WithMaxResponseBody, 1 MiB by default) and its status and header fit the
+// header's room (WithMaxResponseHeader, 64 KiB by default), so a record
+// holds at most the two together. A rejection larger than that is streamed
+// instead. An outcome larger than that is not sent: the transaction
 // (with a TxStore) is rolled back and a small 500 problem (code
 // response_too_large) is stored and sent instead, because execution began
 // and must never run twice. Likewise a panicking handler stores a 500
@@ -182,7 +201,7 @@ func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) fun
 		header:      "Idempotency-Key",
 		required:    map[string]bool{http.MethodPost: true, http.MethodPatch: true},
 		maxRequest:  DefaultMaxRequestBody,
-		maxResponse: DefaultMaxResponseBody,
+		maxResponse: responseLimit{body: DefaultMaxResponseBody, head: DefaultMaxResponseHeader},
 	}
 	for _, o := range opts {
 		if o != nil {

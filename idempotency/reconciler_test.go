@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -318,7 +319,7 @@ func TestReconcilerParksWhatKeepsFailing(t *testing.T) {
 		n, err := idempotency.Reconcile(context.Background(), r, cfg)
 		require.NoError(t, err)
 		if pass <= 3 {
-			assert.Equal(t, 1, n, "pass %d", pass)
+			assert.Equal(t, pass/3, n, "a failed resumption is not counted; the parked one is (pass %d)", pass)
 			assert.Equal(t, int32(min(pass, 2)), runs.Load(), "one run per pass, pass %d", pass)
 		}
 	}
@@ -474,11 +475,179 @@ func TestStartReconciler(t *testing.T) {
 	cfg.Clock, cfg.Interval = f.clock, time.Minute
 	rc := idempotency.StartReconciler(r, cfg)
 	defer rc.Stop()
-	f.clock.Add(testLease + time.Minute) // the lease ran out, and a pass is due
+	// The lease ran out, and the first pass is due. The clock stops there
+	// while the pass runs: moved on past the resumed execution's own lease
+	// while it runs, it would end that execution. (It was moved on one
+	// lease further, and the execution failed when the machine was slow.)
+	f.clock.Add(time.Minute)
 	o := <-f.heard
 	assert.Equal(t, idempotency.OutcomeReconciled, o.Outcome)
 	assert.NoError(t, o.Err)
 	rc.Stop()
 	rc.Stop()
 	assert.ErrorIs(t, stalled(), idempotency.ErrLeaseLost)
+}
+
+// A registered work that panics when the Reconciler resumes it does not
+// take the process down: the panic is recovered and reported as the
+// failure of that execution, which is tried again on a later pass and
+// parked once it reached MaxAttempts, as a work that returns an error is.
+// (The panic used to escape the Reconciler's goroutine: exit status 2, on
+// every instance that took the record over next.)
+func TestReconcilerRecoversAPanickingWork(t *testing.T) {
+	f := newFleet(t)
+	var runs atomic.Int32
+	explode := func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+		runs.Add(1)
+		if e.Resumed() {
+			panic("the ledger's client is nil")
+		}
+		return []byte("paid"), nil
+	}
+	req := idempotency.Request{Caller: "shop", Key: "order-7", Work: "ledger"}
+	stalled := stall(t, f, req)
+	r := f.runner()
+	r.Register("ledger", explode)
+	var log bytes.Buffer
+	cfg := idempotency.ReconcilerConfig{MaxAttempts: 3, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	for pass := 1; pass <= 3; pass++ {
+		f.clock.Add(testLease + time.Second)
+		assert.NotPanics(t, func() {
+			_, err := idempotency.Reconcile(context.Background(), r, cfg)
+			assert.NoError(t, err)
+		}, "pass %d", pass)
+	}
+	assert.Equal(t, int32(2), runs.Load(), "resumed on two passes, then parked")
+	var outcomes []idempotency.Outcome
+	for len(f.heard) > 0 {
+		o := <-f.heard
+		outcomes = append(outcomes, o.Outcome)
+		if o.Outcome == idempotency.OutcomeReconciled {
+			require.Error(t, o.Err)
+			assert.Contains(t, o.Err.Error(), "the ledger's client is nil")
+		}
+	}
+	assert.Equal(t, []idempotency.Outcome{idempotency.OutcomeReconciled, idempotency.OutcomeReconciled, idempotency.OutcomeParked}, outcomes)
+	rec, err := f.store.Get(context.Background(), "shop", "order-7")
+	require.NoError(t, err)
+	assert.Contains(t, rec.Parked, "did not complete it")
+	assert.Contains(t, log.String(), "panicked")
+	assert.Contains(t, log.String(), "the ledger's client is nil")
+	assert.ErrorIs(t, stalled(), idempotency.ErrLeaseLost)
+}
+
+// Reconcile counts the executions it resumed or parked, never those whose
+// resumption failed. (It used to count every execution it took over.)
+func TestReconcileCountsOnlyWhatItFinished(t *testing.T) {
+	f := newFleet(t)
+	dep := &dependency{}
+	okReq := idempotency.Request{Caller: "shop", Key: "fine", Work: "charge", Input: []byte("2 EUR")}
+	badReq := idempotency.Request{Caller: "shop", Key: "broken", Work: "ledger"}
+	wakeOK, wakeBad := stall(t, f, okReq), stall(t, f, badReq)
+	r := f.runner()
+	r.Register("charge", chargeWork(dep, nil, nil))
+	r.Register("ledger", func(context.Context, *idempotency.Execution) ([]byte, error) {
+		return nil, errors.New("the ledger is read-only")
+	})
+	f.clock.Add(testLease + time.Second)
+	var log bytes.Buffer
+	n, err := idempotency.Reconcile(context.Background(), r, quiet(&log))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one resumed, one failed")
+	rec, err := f.store.Get(context.Background(), "shop", "fine")
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.StateCompleted, rec.State)
+	rec, err = f.store.Get(context.Background(), "shop", "broken")
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.StateInProgress, rec.State, "left for the next pass or its client")
+	assert.ErrorIs(t, wakeOK(), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, wakeBad(), idempotency.ErrLeaseLost)
+}
+
+// slowAndFast is a registered work that returns at once, unless its input
+// is "slow": then it waits for release.
+func slowAndFast(release <-chan struct{}) idempotency.Work {
+	return func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+		if string(e.Input()) == "slow" {
+			<-release
+		}
+		return append([]byte("done "), e.Input()...), nil
+	}
+}
+
+// completed reports whether the record of key completed.
+func (f *fleet) completed(t *testing.T, key string) bool {
+	t.Helper()
+	rec, err := f.store.Get(context.Background(), "shop", key)
+	require.NoError(t, err)
+	return rec.State == idempotency.StateCompleted
+}
+
+// One slow execution holds back only its own room: with room for two, the
+// pass resumes the third stalled execution as soon as the second ended,
+// while the first (the oldest, so taken over first) still runs. (A pass
+// used to take over a batch and wait for all of it, so one slow execution
+// held back every other stalled one.)
+func TestReconcilerSlowExecutionHoldsBackOnlyItsRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t)
+		release := make(chan struct{})
+		for _, key := range []string{"slow", "fast-1", "fast-2"} {
+			stall(t, f, idempotency.Request{Caller: "shop", Key: key, Work: "job", Input: []byte(key)})
+			f.clock.Add(time.Second) // their leases run out in this order
+		}
+		r := f.runner()
+		r.Register("job", slowAndFast(release))
+		f.clock.Add(testLease)
+		var log bytes.Buffer
+		cfg := quiet(&log)
+		cfg.Batch = 2
+		done := make(chan int, 1)
+		go func() {
+			n, err := idempotency.Reconcile(context.Background(), r, cfg)
+			assert.NoError(t, err)
+			done <- n
+		}()
+		synctest.Wait()
+		assert.False(t, f.completed(t, "slow"))
+		assert.True(t, f.completed(t, "fast-1"))
+		assert.True(t, f.completed(t, "fast-2"), "resumed while the slow one runs")
+		close(release)
+		assert.Equal(t, 3, <-done)
+		assert.True(t, f.completed(t, "slow"))
+	})
+}
+
+// A started Reconciler's pass does not wait for the executions it resumed:
+// the next interval's pass takes over what stalled since, while a slow
+// execution of the first still runs. (The first pass used to wait for it,
+// and the ticks of the intervals meanwhile were dropped.)
+func TestStartedReconcilerKeepsItsIntervalWhileAnExecutionIsSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t)
+		release := make(chan struct{})
+		stall(t, f, idempotency.Request{Caller: "shop", Key: "slow", Work: "job", Input: []byte("slow")})
+		// The Reconciler's instance takes over with a lease that the slow
+		// execution stays within.
+		r := idempotency.NewRunner(f.store, idempotency.WithClock(f.clock), idempotency.WithLease(time.Hour))
+		r.Register("job", slowAndFast(release))
+		var log bytes.Buffer
+		cfg := quiet(&log)
+		cfg.Clock, cfg.Interval, cfg.Batch = f.clock, time.Minute, 2
+		rc := idempotency.StartReconciler(r, cfg)
+		defer rc.Stop()
+		defer close(release)
+
+		f.clock.Add(testLease + time.Minute) // the lease ran out, and a pass is due
+		synctest.Wait()
+		require.False(t, f.completed(t, "slow"))
+		rec, err := f.store.Get(context.Background(), "shop", "slow")
+		require.NoError(t, err)
+		require.Equal(t, int64(2), rec.Attempt, "taken over")
+		stall(t, f, idempotency.Request{Caller: "shop", Key: "later", Work: "job", Input: []byte("later")})
+		f.clock.Add(testLease + time.Minute)
+		synctest.Wait()
+		assert.True(t, f.completed(t, "later"), "taken over by the next interval's pass")
+		assert.False(t, f.completed(t, "slow"))
+	})
 }

@@ -16,14 +16,14 @@ import (
 // the execution was marked started is a rejection, anything else an outcome.
 // The header is a snapshot taken then, as net/http takes it: changes the
 // handler makes to its header map afterwards are neither sent nor stored.
-// What is stored (status, header and body, encoded) must fit the limit. A
-// rejection larger than the limit is streamed to the client from then on; an
-// outcome larger than the limit is discarded and replaced by a 500 problem
-// (see Middleware).
+// What is stored must fit the limit: the body its own, the rest (status,
+// header, framing) the header's room. A rejection larger than the limit is
+// streamed to the client from then on; an outcome larger than the limit is
+// discarded and replaced by a 500 problem (see Middleware).
 type recorder struct {
 	client http.ResponseWriter
 	exec   *Execution
-	limit  int
+	limit  responseLimit
 
 	// The request being served.
 	next     http.Handler
@@ -52,7 +52,18 @@ type recorder struct {
 // handler's header map is its own, and the stores copy what they are given.
 var recorderPool = sync.Pool{New: func() any { return &recorder{header: make(http.Header)} }}
 
-func newRecorder(client http.ResponseWriter, limit int) *recorder {
+// responseLimit bounds what is stored of a response: body, the size of its
+// body; head, the size of the rest (version, status, header, the body's
+// length) as encodeResponse writes it.
+type responseLimit struct{ body, head int }
+
+// fits reports whether a response whose encoded head (encodedHeadSize) is
+// head bytes, with a body of n bytes, is within the limit.
+func (l responseLimit) fits(head, n int) bool {
+	return n <= l.body && head+uvarintLen(n) <= l.head
+}
+
+func newRecorder(client http.ResponseWriter, limit responseLimit) *recorder {
 	rw := recorderPool.Get().(*recorder)
 	rw.client, rw.limit = client, limit
 	return rw
@@ -103,7 +114,7 @@ func (rw *recorder) writeHeader(code int, h http.Header) {
 
 // fits reports whether a body of n bytes fits the limit with the header.
 func (rw *recorder) fits(n int) bool {
-	return rw.headSize+uvarintLen(n)+n <= rw.limit
+	return rw.limit.fits(rw.headSize, n)
 }
 
 // write appends p to the response body.
@@ -156,7 +167,7 @@ func (rw *recorder) flush() {
 // header written, see handlerWriter.close): Content-Type (sniffed as
 // net/http would) and Content-Length are filled in, so that the first
 // response and every replay carry the same header; an outcome that does not
-// fit the limit, header included, is marked as overflowing.
+// fit the limit with that header is marked as overflowing.
 func (rw *recorder) finish() {
 	if rw.passthrough || rw.overflow {
 		return
@@ -169,7 +180,7 @@ func (rw *recorder) finish() {
 			rw.header.Set("Content-Length", strconv.Itoa(len(rw.body)))
 		}
 	}
-	if !rw.rejected && encodedHeadSize(rw.status, rw.header)+uvarintLen(len(rw.body))+len(rw.body) > rw.limit {
+	if !rw.rejected && !rw.limit.fits(encodedHeadSize(rw.status, rw.header), len(rw.body)) {
 		rw.overflow = true
 		rw.body = rw.body[:0]
 	}

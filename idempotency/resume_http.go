@@ -59,7 +59,12 @@ const storedRequestVersion = 1
 // the method, host, request URI, and the kept headers (a count, then names
 // and values), each preceded by its length as a uvarint, then the body.
 func encodeRequest(r *http.Request, headers []string, body []byte) []byte {
-	uri := r.URL.RequestURI()
+	// The request-target as it came (a server's request has it): the URL
+	// made from it does not always give it back (an opaque "a:b" gives "b").
+	uri := r.RequestURI
+	if uri == "" {
+		uri = r.URL.RequestURI()
+	}
 	n := 1 + 4*binary.MaxVarintLen64 + len(r.Method) + len(r.Host) + len(uri) + len(body)
 	b := make([]byte, 0, n)
 	b = append(b, storedRequestVersion)

@@ -56,7 +56,7 @@ func (e *Execution) Step(ctx context.Context, name string, fn StepFunc) ([]byte,
 			return bytes.Clone(s.result), nil
 		}
 	}
-	if err := e.save(ctx, "begin:"+name, e.data); err != nil {
+	if err := e.save(ctx, "begin:"+name, nil); err != nil {
 		return nil, err
 	}
 	res, err := fn(ctx, DownstreamKey(e.fence.Caller, e.fence.Key, name))
@@ -71,10 +71,15 @@ func (e *Execution) Step(ctx context.Context, name string, fn StepFunc) ([]byte,
 	return res, nil
 }
 
-// save stores a recovery point and renews the lease.
+// save stores a recovery point with data (nil: the data saved last) and
+// renews the lease. The execution's recovery state is read and written
+// under the lock only: MarkStarted saves it from any goroutine.
 func (e *Execution) save(ctx context.Context, point string, data []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if data == nil {
+		data = e.data
+	}
 	if err := e.renew(ctx, point, data); err != nil {
 		if e.stepErr == nil && !errors.Is(err, ErrLeaseLost) {
 			e.stepErr = err

@@ -200,3 +200,45 @@ func TestExtendRenewsLease(t *testing.T) {
 	step <- struct{}{}
 	require.ErrorIs(t, <-done, idempotency.ErrLeaseLost)
 }
+
+// markingStore tells on marked when an execution's started mark is being
+// saved, and lets the save go on.
+type markingStore struct {
+	*idempotency.MemoryStore
+	marked chan struct{}
+}
+
+func (s *markingStore) SaveRecoveryPoint(ctx context.Context, f idempotency.Fence, point string, data []byte, lease time.Duration) error {
+	if point == "started" {
+		s.marked <- struct{}{}
+	}
+	return s.MemoryStore.SaveRecoveryPoint(ctx, f, point, data, lease)
+}
+
+// MarkStarted may be called from a goroutine the work started while the
+// work runs a Step: the race detector finds no race on the execution's
+// recovery state. (Step read it without the lock MarkStarted saves it
+// under; this test fails under -race without the fix.)
+func TestMarkStartedFromAnotherGoroutineWhileStepping(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	store := &markingStore{MemoryStore: e.store, marked: make(chan struct{}, 1)}
+	runner := idempotency.NewRunner(store, idempotency.WithClock(e.clock), idempotency.WithLease(testLease))
+	var svc downstream
+	// With Request.Work the started mark is saved with the record.
+	req := idempotency.Request{Caller: "consumer", Key: "order-8", Work: "order", Input: []byte("order-8")}
+	res, err := runner.Do(context.Background(), req, func(ctx context.Context, ex *idempotency.Execution) ([]byte, error) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			idempotency.MarkStarted(ctx)
+		}()
+		<-store.marked // the mark is being saved; its execution's state is written next
+		out, err := ex.Step(ctx, "charge", svc.call("charge"))
+		<-done
+		return out, err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "charge-result", string(res.Response))
+	assert.Equal(t, []string{"charge=" + idempotency.DownstreamKey("consumer", "order-8", "charge")}, svc.seen())
+}

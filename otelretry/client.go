@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,10 +25,51 @@ import (
 )
 
 type (
-	requestSpanKey struct{}
-	attemptSpanKey struct{}
-	attemptNumKey  struct{}
+	requestKey    struct{}
+	attemptKey    struct{}
+	attemptNumKey struct{}
 )
+
+// request is what the loop's context carries: the logical request's span,
+// and its attempts' spans not ended yet, which a panic ends.
+type request struct {
+	span trace.Span
+	mu   sync.Mutex
+	open []trace.Span
+}
+
+// requestOf returns the request of the loop that ctx belongs to, or nil.
+func requestOf(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
+}
+
+// started notes an attempt's span, until ended.
+func (r *request) started(span trace.Span) {
+	r.mu.Lock()
+	r.open = append(r.open, span)
+	r.mu.Unlock()
+}
+
+// ended forgets an attempt's span.
+func (r *request) ended(span trace.Span) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, s := range r.open {
+		if s == span {
+			r.open = slices.Delete(r.open, i, i+1)
+			return
+		}
+	}
+}
+
+// attempt is what the context of an attempt with a span carries: the span,
+// and the URL the request went to, whose credentials an error's message
+// may repeat.
+type attempt struct {
+	span trace.Span
+	url  *url.URL
+}
 
 // clientTrace builds the hooks of a retry loop.
 func (t *Telemetry) clientTrace() *retry.Trace {
@@ -38,6 +84,7 @@ func (t *Telemetry) clientTrace() *retry.Trace {
 		BudgetDenied: func(ctx context.Context) { add(ctx, t.m.denials) },
 		Hedged:       func(ctx context.Context, won bool) { add(ctx, t.m.hedges, AttrWon.Bool(won)) },
 		End:          t.end,
+		Panicked:     t.panicked,
 	}
 }
 
@@ -46,11 +93,12 @@ func (t *Telemetry) start(ctx context.Context, req *http.Request) context.Contex
 	name := "retry"
 	var attrs []attribute.KeyValue
 	if req != nil {
-		name += " " + method(req)
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(req.URL.Redacted()))
+		method, methodAttrs := t.method(req)
+		name += " " + method
+		attrs = append(methodAttrs, semconv.URLFull(fullURL(req.URL)))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, requestSpanKey{}, span)
+	return context.WithValue(ctx, requestKey{}, &request{span: span})
 }
 
 // attemptStart begins the HTTP client span of attempt n, unless otelhttp
@@ -60,11 +108,11 @@ func (t *Telemetry) attemptStart(ctx context.Context, n int, hedge bool, req *ht
 	if req == nil || !t.attemptSpans {
 		return ctx
 	}
-	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodKey.String(method(req)),
-		semconv.URLFull(req.URL.Redacted()),
+	name, attrs := t.method(req)
+	attrs = append(attrs,
+		semconv.URLFull(fullURL(req.URL)),
 		semconv.ServerAddress(req.URL.Hostname()),
-	}
+	)
 	if port := portOf(req.URL.Port(), req.URL.Scheme); port > 0 {
 		attrs = append(attrs, semconv.ServerPort(port))
 	}
@@ -74,53 +122,76 @@ func (t *Telemetry) attemptStart(ctx context.Context, n int, hedge bool, req *ht
 	if hedge {
 		attrs = append(attrs, attribute.Bool("exactlyonce.retry.hedge", true))
 	}
-	ctx, span := t.tracer.Start(ctx, method(req), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, attemptSpanKey{}, span)
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if r := requestOf(ctx); r != nil {
+		r.started(span)
+	}
+	return context.WithValue(ctx, attemptKey{}, attempt{span: span, url: req.URL})
 }
 
-// attemptEnd ends the attempt's span with its status or error.
+// attemptEnd counts the attempt (every request sent: retries, hedges, and
+// the waits for a keyed request's first copy) with its outcome, and ends
+// its span with its status or error.
 func (t *Telemetry) attemptEnd(ctx context.Context, _ int, resp *http.Response, err error) {
-	span, _ := ctx.Value(attemptSpanKey{}).(trace.Span)
-	if span == nil {
-		return
-	}
+	outcome, errType := "success", ""
 	switch {
 	case err != nil:
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
-		span.SetStatus(codes.Error, err.Error())
-	case resp != nil:
-		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-		if resp.StatusCode >= 400 {
-			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
-			span.SetStatus(codes.Error, "")
-		}
+		outcome, errType = "failure", errorType(err)
+	case resp != nil && resp.StatusCode >= 400:
+		outcome, errType = "failure", strconv.Itoa(resp.StatusCode)
 	}
-	span.End()
+	if errType == "" {
+		add(ctx, t.m.attempts, AttrOutcome.String(outcome))
+	} else {
+		add(ctx, t.m.attempts, AttrOutcome.String(outcome), semconv.ErrorTypeKey.String(errType))
+	}
+	a, _ := ctx.Value(attemptKey{}).(attempt)
+	if a.span == nil {
+		return
+	}
+	if resp != nil && err == nil {
+		a.span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
+	if errType != "" {
+		a.span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+		description := ""
+		if err != nil {
+			description = errorText(err, a.url)
+		}
+		a.span.SetStatus(codes.Error, description)
+	}
+	a.span.End()
+	if r := requestOf(ctx); r != nil {
+		r.ended(a.span)
+	}
 }
 
-// decided counts an attempt and what the loop made of it, and records it
-// as an event of the logical request's span.
+// decided tells what the loop made of an attempt: a retry is counted (but
+// not the wait for a keyed request's first copy, which is none), and a
+// failed attempt is an event of the logical request's span.
 func (t *Telemetry) decided(ctx context.Context, a retry.Attempt) {
-	outcome, errType := "success", ""
-	if a.Err != nil || (a.StatusCode != 0 && (a.Retrying || a.Reason != nil)) {
-		outcome = "failure"
-		errType = attemptErrorType(a)
+	if a.Err == nil && (a.StatusCode == 0 || !(a.Retrying || a.Reason != nil)) {
+		return // a success
 	}
-	attrs := []attribute.KeyValue{AttrOutcome.String(outcome)}
-	if errType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
-	}
-	add(ctx, t.m.attempts, attrs...)
-	if a.Retrying {
+	errType := attemptErrorType(a)
+	if a.Retrying && !waitsForFirstCopy(a) {
 		add(ctx, t.m.retries, semconv.ErrorTypeKey.String(errType))
 	}
-	if span, _ := ctx.Value(requestSpanKey{}).(trace.Span); span != nil && outcome == "failure" {
+	if r := requestOf(ctx); r != nil {
 		ev := []attribute.KeyValue{attribute.Int("exactlyonce.retry.attempt", a.Number), semconv.ErrorTypeKey.String(errType)}
 		if a.Retrying {
 			ev = append(ev, attribute.Float64("exactlyonce.retry.delay", a.Delay.Seconds()))
 		}
-		span.AddEvent("attempt failed", trace.WithAttributes(ev...))
+		r.span.AddEvent("attempt failed", trace.WithAttributes(ev...))
 	}
+}
+
+// waitsForFirstCopy reports whether the loop waits after a keyed 409 for
+// the outcome of the request's first copy, still running on the server:
+// neither a retry the budget pays for nor one the attempt limit counts. A
+// Transport retries a 409 only then.
+func waitsForFirstCopy(a retry.Attempt) bool {
+	return a.Retrying && a.Err == nil && a.StatusCode == http.StatusConflict
 }
 
 // end ends the logical request's span with its attempts and reason.
@@ -131,10 +202,11 @@ func (t *Telemetry) end(ctx context.Context, r retry.Report) {
 		add(ctx, t.m.giveUps, attrs...)
 	}
 	add(ctx, t.m.requests, attrs...)
-	span, _ := ctx.Value(requestSpanKey{}).(trace.Span)
-	if span == nil {
+	req := requestOf(ctx)
+	if req == nil {
 		return
 	}
+	span := req.span
 	span.SetAttributes(append(attrs, AttrAttempts.Int(r.Attempts))...)
 	if r.StatusCode != 0 {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(r.StatusCode))
@@ -143,6 +215,50 @@ func (t *Telemetry) end(ctx context.Context, r retry.Report) {
 		span.SetStatus(codes.Error, r.Reason.Error())
 	}
 	span.End()
+}
+
+// panicked ends the spans of a logical request that panicked: those of
+// its attempts the panic interrupted, and its own, with an error status
+// and an exception event (the panic's type, message and stack); the panic
+// then goes on. It counts in no metric.
+func (t *Telemetry) panicked(ctx context.Context, value any) {
+	r := requestOf(ctx)
+	if r == nil {
+		return
+	}
+	status := "panic"
+	if value == nil {
+		status = "the goroutine exited"
+	} else {
+		r.span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+			semconv.ExceptionType(panicType(value)),
+			semconv.ExceptionMessage(fmt.Sprint(value)),
+			semconv.ExceptionStacktrace(string(debug.Stack())),
+		))
+	}
+	r.mu.Lock()
+	open := r.open
+	r.open = nil
+	r.mu.Unlock()
+	for _, span := range open {
+		span.SetStatus(codes.Error, status)
+		span.End()
+	}
+	r.span.SetStatus(codes.Error, status)
+	r.span.End()
+}
+
+// panicType names the type of a panic's value, as the SDK does for a span
+// ended during a panic.
+func panicType(v any) string {
+	t := reflect.TypeOf(v)
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String() // a pointer, slice, ...
+	}
+	if t.PkgPath() == "" {
+		return t.Name()
+	}
+	return t.PkgPath() + "." + t.Name()
 }
 
 // reasonName is the attribute value of a give-up reason.
@@ -193,13 +309,6 @@ func errorType(err error) string {
 		}
 		err = next
 	}
-}
-
-func method(req *http.Request) string {
-	if req.Method == "" {
-		return http.MethodGet
-	}
-	return req.Method
 }
 
 func portOf(port, scheme string) int {

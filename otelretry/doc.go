@@ -24,6 +24,13 @@
 // (otelhttp above the retry Transport would make one span for all the
 // attempts of a request and hide them.)
 //
+// Spans follow the HTTP semantic conventions where they name something,
+// and never carry a URL's credentials: url.full (and an error message that
+// repeats the request's URL) has its user information and the values of
+// presigned URLs' signature and credential parameters REDACTED. A method
+// the conventions do not know is _OTHER, with http.request.method_original,
+// and names no span.
+//
 // On the server, a Runner with tel.RunnerOption() counts what became of each
 // keyed request (executed, replayed, in progress, ...) and, behind
 // otelhttp's Handler, records it on the request's server span:

@@ -19,6 +19,8 @@ type Telemetry struct {
 	attemptSpans bool
 	m            instruments
 	trace        *retry.Trace
+	// known are the HTTP methods spans name as they are (see method).
+	known map[string]bool
 }
 
 // Option configures New.
@@ -65,6 +67,7 @@ func New(opts ...Option) *Telemetry {
 		tracer:       s.tp.Tracer(ScopeName),
 		meter:        s.mp.Meter(ScopeName),
 		attemptSpans: s.attemptSpans,
+		known:        knownMethods(),
 	}
 	t.m = newInstruments(t.meter)
 	t.trace = t.clientTrace()

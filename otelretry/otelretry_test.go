@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -28,16 +30,53 @@ import (
 type harness struct {
 	tel    *otelretry.Telemetry
 	spans  *tracetest.InMemoryExporter
+	open   *openSpans
 	reader *sdkmetric.ManualReader
 	tp     *sdktrace.TracerProvider
 }
 
 func newHarness(opts ...otelretry.Option) *harness {
-	h := &harness{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
-	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(h.spans))
+	h := &harness{spans: tracetest.NewInMemoryExporter(), open: &openSpans{}, reader: sdkmetric.NewManualReader()}
+	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(h.spans), sdktrace.WithSpanProcessor(h.open))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
 	h.tel = otelretry.New(append([]otelretry.Option{otelretry.WithTracerProvider(h.tp), otelretry.WithMeterProvider(mp)}, opts...)...)
 	return h
+}
+
+// openSpans is a span processor that knows the spans started and not
+// ended yet.
+type openSpans struct {
+	mu   sync.Mutex
+	open map[trace.SpanID]string
+}
+
+func (o *openSpans) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.open == nil {
+		o.open = map[trace.SpanID]string{}
+	}
+	o.open[s.SpanContext().SpanID()] = s.Name()
+}
+
+func (o *openSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.open, s.SpanContext().SpanID())
+}
+
+func (o *openSpans) Shutdown(context.Context) error   { return nil }
+func (o *openSpans) ForceFlush(context.Context) error { return nil }
+
+// names returns the names of the spans started and not ended.
+func (o *openSpans) names() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var names []string
+	for _, name := range o.open {
+		names = append(names, name)
+	}
+	return names
 }
 
 // span returns the ended spans with name.
@@ -225,41 +264,62 @@ func TestRetryAfterWait(t *testing.T) {
 	})
 }
 
-func TestHedge(t *testing.T) {
-	h := newHarness()
-	var n atomic.Int32
-	slow := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			select {
-			case <-r.Context().Done():
-			case <-slow:
-			}
-			return
-		}
-		w.Write([]byte("fast"))
-	}))
-	defer srv.Close()
-	defer close(slow)
-	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithHedging(retry.Hedging{MinDelay: time.Millisecond}))
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, "fast", string(body))
-	assert.Equal(t, int64(1), h.count(t, otelretry.MetricHedges, otelretry.AttrWon.Bool(true)))
-	require.Eventually(t, func() bool { return len(h.named("GET")) == 2 }, 10*time.Second, time.Millisecond,
-		"the losing leg's span ends once it is cancelled")
-	hedges := 0
-	for _, s := range h.named("GET") {
-		if v, ok := attr(s, "exactlyonce.retry.hedge"); ok && v.AsBool() {
-			hedges++
-			resend, _ := attr(s, "http.request.resend_count")
-			assert.Equal(t, int64(1), resend.AsInt64(), "a hedge is a resend")
+// isHedge reports whether r is the hedge of a hedged attempt, from the
+// attempt span the Telemetry put in its context.
+func isHedge(r *http.Request) bool {
+	span, ok := trace.SpanFromContext(r.Context()).(sdktrace.ReadOnlySpan)
+	if !ok {
+		return false
+	}
+	for _, kv := range span.Attributes() {
+		if kv.Key == "exactlyonce.retry.hedge" {
+			return kv.Value.AsBool()
 		}
 	}
-	assert.Equal(t, 1, hedges)
+	return false
+}
+
+// A hedged GET: the first send is slow, the hedge answers; both sends have
+// spans that end, and each is an attempt. Which send is slow is decided by
+// the request (the hedge is fast), never by the order the sends arrive in:
+// on a loaded machine the hedge may arrive first. (It was decided by
+// arrival order, and failed under load.)
+func TestHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness()
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if !isHedge(r) {
+				<-r.Context().Done() // slow: cancelled once the hedge won
+				return nil, r.Context().Err()
+			}
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("fast")), Request: r}, nil
+		})
+		tr := retry.NewTransport(base, h.tel.Option(), retry.WithHedging(retry.Hedging{MinDelay: time.Millisecond}))
+		resp, err := (&http.Client{Transport: tr}).Get("http://mem.test/")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, "fast", string(body))
+		synctest.Wait() // the losing send ends once it is cancelled
+		assert.Equal(t, int64(1), h.count(t, otelretry.MetricHedges, otelretry.AttrWon.Bool(true)))
+		require.Len(t, h.named("GET"), 2, "a span per send, both ended")
+		assert.Empty(t, h.open.names())
+		hedges := 0
+		for _, s := range h.named("GET") {
+			if v, ok := attr(s, "exactlyonce.retry.hedge"); ok && v.AsBool() {
+				hedges++
+				resend, _ := attr(s, "http.request.resend_count")
+				assert.Equal(t, int64(1), resend.AsInt64(), "a hedge is a resend")
+			}
+		}
+		assert.Equal(t, 1, hedges)
+		logical := h.named("retry GET")
+		require.Len(t, logical, 1)
+		attempts, _ := attr(logical[0], otelretry.AttrAttempts)
+		assert.Equal(t, int64(2), attempts.AsInt64())
+		assert.Equal(t, int64(2), h.count(t, otelretry.MetricAttempts),
+			"both sends reached the server: the load multiplier counts them")
+	})
 }
 
 // With otelhttp below the Transport, each attempt is otelhttp's client

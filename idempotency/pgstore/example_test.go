@@ -26,8 +26,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	const schema = "exactlyonce_example"
-	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") // a fresh start for the example
+	schema := freshSchema("exactlyonce_example") // for example "exactlyonce"
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
 		log.Fatal(err)
@@ -104,8 +103,7 @@ func ExampleRelay_consumer() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	const schema = "exactlyonce_example_relay"
-	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	schema := freshSchema("exactlyonce_example_relay")
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 	if err := pgstore.Migrate(ctx, pool, schema); err != nil {
 		log.Fatal(err)

@@ -61,6 +61,11 @@ func newSchema(t testing.TB, pool *pgxpool.Pool) string {
 	return schema
 }
 
+// freshSchema returns a new schema name made of prefix and random digits,
+// for an example: test processes running at the same time (CI, and a
+// developer's run) never share it.
+func freshSchema(prefix string) string { return prefix + "_" + randomHex(12) }
+
 // table returns the quoted name of a table in schema.
 func table(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 

@@ -78,13 +78,14 @@ func TestMigrateUpToDateDoesNotWaitForReaders(t *testing.T) {
 	require.NoError(t, pgstore.Migrate(mctx, s.Pool(), schema))
 }
 
-// Any schema name works, quotes and dollar signs included.
+// Any schema name works, quotes and dollar signs included. (The name is
+// random too: a fixed one was dropped by the same test of another test
+// process running at the same time.)
 func TestMigrateOddSchemaName(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
 	ctx := context.Background()
-	schema := "pgstore_test_it's \"odd\" $$ " + t.Name()
-	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	schema := "pgstore_test_it's \"odd\" $$ " + randomHex(12)
 	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
 	t.Cleanup(func() {
 		_, err := pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")

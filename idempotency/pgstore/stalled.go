@@ -20,6 +20,11 @@ const defaultStalledLimit = 1000
 // or a claim holds: instances running it at once share the work, and none
 // waits for another's locks. Each record comes back with its Attempt
 // incremented and a lease of lease from the database clock.
+//
+// The statement runs in a transaction that commits only once its rows were
+// read in full: when reading them fails (a connection lost halfway), no
+// execution is taken over, and none loses an attempt to a takeover nobody
+// holds.
 func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
 		return nil, idempotency.Permanent(fmt.Errorf("pgstore: take over stalled: lease %v must be positive", lease))
@@ -27,13 +32,22 @@ func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Durat
 	if limit <= 0 {
 		limit = defaultStalledLimit
 	}
-	rows, err := s.pool.Query(ctx, s.q.takeOverStalled, limit, lease.Microseconds(), s.now())
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: take over stalled: %w", classify(err))
+	}
+	// After Commit, Rollback does nothing.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, s.q.takeOverStalled, limit, lease.Microseconds(), s.now())
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: take over stalled: %w", classify(err))
 	}
 	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (idempotency.Record, error) { return scanRecord(row) })
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: take over stalled: %w", classify(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: take over stalled: commit: %w", classify(err))
 	}
 	return recs, nil
 }
