@@ -23,7 +23,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	const prefix = "exactlyonce_example_"
+	prefix := "example_" + randomHex(12) + "_" // tables of the example's own
 	store, err := mysqlstore.Open(cfg, mysqlstore.WithTablePrefix(prefix))
 	if err != nil {
 		log.Fatal(err)
@@ -31,7 +31,6 @@ func Example() {
 	defer store.Close()
 	db := store.DB()
 	for _, table := range []string{"idempotency_keys", "idempotency_generations", "orders"} {
-		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+table) // a fresh start for the example
 		defer db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+table)
 	}
 	if err := mysqlstore.Migrate(ctx, db, prefix); err != nil {

@@ -81,6 +81,13 @@
 // not repeat behind downstream keys; otherwise a restart turns exactly-once
 // into at-least-once for the keys in flight and completed before it.
 //
+// A script's effect and its reply are not one transaction: when the reply
+// is lost (the connection broke after the script ran), the caller sees an
+// error although the write was made. A claim or a takeover of stalled
+// executions then holds a lease nobody uses until it runs out, and the
+// record has spent an attempt; a completion is replayed to the next
+// request.
+//
 // go-redis retries a command whose connection failed (Options.MaxRetries).
 // A script it sent again after its reply was lost is answered as the record
 // then stands: a repeated claim reports the execution in progress (its own,

@@ -16,11 +16,12 @@ func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr()}) // for example os.Getenv("REDIS_ADDR")
 	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.WithPrefix("exactlyonce_example"))
+	prefix := "example_" + randomHex(12) // a prefix of the example's own
+	store, err := redisstore.New(rdb, redisstore.WithPrefix(prefix))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer cleanExample(rdb, "exactlyonce_example")
+	defer cleanExample(rdb, prefix)
 
 	runner := idempotency.NewRunner(store)
 	charges := 0
