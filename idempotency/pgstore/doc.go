@@ -28,8 +28,11 @@
 // Every later write (SaveRecoveryPoint, Complete, Release) is conditional on
 // the attempt counter and the generation: zero rows matched means the lease
 // was lost (or the row is another incarnation of the key), and the write
-// returns idempotency.ErrLeaseLost. Leases and expiry use the database clock (now()),
-// never the clock of the process.
+// returns idempotency.ErrLeaseLost. Leases and expiry use the database clock
+// (now()), never the clock of the process; a claim reads it when its
+// statement runs (clock_timestamp()), after the statement's snapshot, so
+// that it never reports as held a lease that a write its snapshot sees
+// (a Park) had ended.
 //
 // An error that every repeat of the call would meet again (a value or a
 // limit the database refuses, a missing table, a failed login) is marked
