@@ -276,7 +276,7 @@ func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work W
 		switch {
 		case errors.Is(err, ErrRejected):
 			out = OutcomeRejected
-		case errors.Is(err, ErrParked) && !errors.Is(err, errParkFailed):
+		case errors.Is(err, ErrParked):
 			out = OutcomeParked
 		}
 	default:
@@ -385,7 +385,7 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		}
 		if err := r.store.Park(bg, f, pk.err.Error()); err != nil {
 			r.abandon(bg, e)
-			return Result{}, errors.Join(werr, fmt.Errorf("%w: %w", errParkFailed, err))
+			return Result{}, fmt.Errorf("idempotency: park (the work failed: %v): %w", werr, err)
 		}
 		return Result{}, werr
 	default:

@@ -18,7 +18,8 @@ var ErrParked = errors.New("idempotency: the execution was parked")
 // returns the marked error (after the Observer hears OutcomeParked);
 // errors.Is(err, ErrParked) is true and errors.Is/As also see err. If the
 // record cannot be parked (the store failed), the execution is abandoned
-// as for a plain error and Do's error says so too. Park(nil) is nil.
+// as for a plain error, and Do returns the store's error (which does not
+// match ErrParked, since nothing was parked). Park(nil) is nil.
 func Park(err error) error {
 	if err == nil {
 		return nil
@@ -30,7 +31,3 @@ type parking struct{ err error }
 
 func (p *parking) Error() string   { return "idempotency: parked: " + p.err.Error() }
 func (p *parking) Unwrap() []error { return []error{ErrParked, p.err} }
-
-// errParkFailed is joined to the error of a Work that asked to Park when
-// the store could not park the record.
-var errParkFailed = errors.New("idempotency: park")
