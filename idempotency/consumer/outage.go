@@ -56,12 +56,16 @@ func (o *outage) signalled() bool {
 }
 
 // report records that a handler met a dependency down (or the store failing).
-func (o *outage) report() { o.reported.Store(true) }
+func (o *outage) report() {
+	if !o.reported.Swap(true) {
+		o.down()
+	}
+}
 
 // healthy records that a handler succeeded.
 func (o *outage) healthy() {
-	if o.reported.Load() {
-		o.reported.Store(false)
+	if o.reported.Load() && o.reported.Swap(false) {
+		o.down()
 	}
 }
 
