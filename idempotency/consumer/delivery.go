@@ -15,7 +15,8 @@ type Delivery interface {
 	// Ack acknowledges the delivery: the message is done.
 	Ack(ctx context.Context) error
 	// Nak gives the message back, to be delivered again after delay (at
-	// once when delay is 0).
+	// once when delay is 0). A broker that cannot delay a redelivery
+	// holds the delivery for delay first; ctx's end cuts that short.
 	Nak(ctx context.Context, delay time.Duration) error
 	// Term ends the message's deliveries for reason: it is dead-lettered
 	// where the broker can, and never delivered again.
@@ -32,7 +33,7 @@ type Delivery interface {
 // Source gives a Consumer its deliveries.
 type Source interface {
 	// Fetch asks the broker for up to n deliveries (n >= 1) and calls
-	// deliver with each as it comes, then returns; it may return having
+	// deliver with each as it comes, one at a time, then returns; it may return having
 	// delivered fewer, or none, when a wait of its own ended first. It
 	// handles the failures it can wait out itself (a lost connection that
 	// its client restores) and returns only those that end the consumer,

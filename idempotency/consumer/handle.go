@@ -49,7 +49,7 @@ func (c *Consumer) handle(ctx context.Context, d Delivery) {
 		}
 		var run handlerRun
 		res, err := c.cfg.Runner.Do(ctx, req, c.work(d, m, &run))
-		hold, done := c.settle(bg, d, m, res, err, run, local)
+		hold, done := c.settle(ctx, d, m, res, err, run, local)
 		if done {
 			return
 		}
@@ -63,6 +63,7 @@ func (c *Consumer) handle(ctx context.Context, d Delivery) {
 // settle acts on the result of one Runner.Do for d: it acks, gives back or
 // terminates the delivery (done), or says how long to hold it before
 // running it again here. local counts the runs of this delivery here.
+// ctx is the consumer's: its end cuts short the delay of a Nak.
 func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idempotency.Result, err error, run handlerRun, local int) (hold time.Duration, done bool) {
 	log := c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
 	var ip *idempotency.InProgressError
