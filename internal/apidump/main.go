@@ -24,6 +24,9 @@ var packages = []struct{ dir, file string }{
 	{"idempotency/storetest", "storetest.txt"},
 	{"idempotency/pgstore", "pgstore.txt"},
 	{"otelretry", "otelretry.txt"},
+	{"idempotency/consumer", "consumer.txt"},
+	{"natsconsumer", "natsconsumer.txt"},
+	{"amqpconsumer", "amqpconsumer.txt"},
 }
 
 func main() {
