@@ -53,7 +53,7 @@ func (c *Consumer) handle(ctx context.Context, d Delivery) {
 		if done {
 			return
 		}
-		if !c.hold(ctx, d, hold) {
+		if !c.hold(ctx, d, hold, c.outage.down()) {
 			_ = d.Nak(bg, 0) // stopping: give it back for another consumer
 			return
 		}
@@ -132,20 +132,31 @@ func (c *Consumer) term(ctx context.Context, d Delivery, err error, log *slog.Lo
 	}
 }
 
-// hold keeps d, alive at the broker, for delay. It reports false when ctx
-// ended first.
-func (c *Consumer) hold(ctx context.Context, d Delivery, delay time.Duration) bool {
+// hold keeps d, alive at the broker, for delay, or through an outage
+// until the dependencies are up again if that comes first. It reports
+// false when ctx ended first.
+func (c *Consumer) hold(ctx context.Context, d Delivery, delay time.Duration, outage bool) bool {
 	c.stats.held.Add(1)
 	end := c.cfg.Clock.Timer(delay)
 	defer end.Stop()
 	tick := c.cfg.Clock.Ticker(c.cfg.KeepAlive)
 	defer tick.Stop()
+	var poll <-chan time.Time
+	if outage {
+		t := c.cfg.Clock.Ticker(outagePoll)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-end.C:
 			return true
+		case <-poll:
+			if !c.outage.down() {
+				return true
+			}
 		case <-tick.C:
 			_ = d.InProgress(ctx)
 		}

@@ -45,10 +45,13 @@ func (o *outage) down() bool {
 	return d
 }
 
-// signalled asks the configured signals.
+// signalled asks the configured signals. A Budget's dependency that is
+// recovering counts as down: its gate is releasing the requests that
+// waited, paced, and takes it as up once they are all through, which new
+// requests would put off.
 func (o *outage) signalled() bool {
 	for _, b := range o.c.cfg.DependsOn {
-		if b.DependencyStats().State == "down" {
+		if st := b.DependencyStats().State; st != "up" && st != "" {
 			return true
 		}
 	}
