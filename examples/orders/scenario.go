@@ -100,10 +100,10 @@ type scenario struct {
 func runScenario(ctx context.Context, cfg config, b broker, k kind, store func(context.Context) (idempotency.Store, error), log io.Writer) (result, error) {
 	s := &scenario{
 		cfg: cfg, kind: k, b: b, store: store, log: log,
-		wh:      newWarehouse(cfg.Outage, cfg.Orders*6/10),
-		faults:  newFaults(cfg.Seed, cfg.Fail),
-		killAt:  cfg.Orders / 3,
-		release: make(chan struct{}),
+		wh:        newWarehouse(cfg.Outage, cfg.Orders*6/10),
+		faults:    newFaults(cfg.Seed, cfg.Fail),
+		killAt:    cfg.Orders / 3,
+		release:   make(chan struct{}),
 		completed: make(map[string]bool),
 	}
 	setScenario(b, s)
