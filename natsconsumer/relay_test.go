@@ -41,7 +41,7 @@ func pgDSN() string {
 }
 
 // newOutbox migrates a schema of its own for the test, dropped at its end.
-func newOutbox(t *testing.T) (*pgstore.Store, *pgxpool.Pool, string) {
+func newOutbox(t testing.TB) (*pgstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

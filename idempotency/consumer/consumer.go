@@ -19,9 +19,10 @@ type Consumer struct {
 	// fatal is the error that stops Run (a message without a key).
 	fatal atomic.Pointer[error]
 
-	mu       sync.Mutex
-	inFlight int           // deliveries taken and not yet settled
-	freed    chan struct{} // a slot was freed (buffered 1)
+	mu        sync.Mutex
+	inFlight  int                // deliveries taken and not yet settled
+	freed     chan struct{}      // a slot was freed (buffered 1)
+	cancelRun context.CancelFunc // ends the fetch of the Run in progress
 }
 
 // New returns a Consumer and registers its handler with cfg.Runner under
@@ -56,6 +57,9 @@ func (c *Consumer) Caller() string { return c.cfg.Caller }
 func (c *Consumer) Run(ctx context.Context, src Source) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.mu.Lock()
+	c.cancelRun = cancel
+	c.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -77,6 +81,9 @@ func (c *Consumer) Run(ctx context.Context, src Source) error {
 			})
 		})
 		c.release(n - taken)
+		if p := c.fatal.Load(); p != nil {
+			return *p
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -143,11 +150,13 @@ func (c *Consumer) release(n int) {
 	}
 }
 
-// stop records the error that ends Run.
+// stop records the error that ends Run, and ends its fetch.
 func (c *Consumer) stop(err error) {
 	c.fatal.CompareAndSwap(nil, &err)
-	select {
-	case c.freed <- struct{}{}:
-	default:
+	c.mu.Lock()
+	cancel := c.cancelRun
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
