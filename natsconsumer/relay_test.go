@@ -45,7 +45,10 @@ func newOutbox(t testing.TB) (*pgstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, pgDSN())
+	pc, err := pgxpool.ParseConfig(pgDSN())
+	require.NoError(t, err)
+	pc.MaxConns = 32 // BenchmarkConsumerThroughput has 64 messages in flight
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	require.NoError(t, err)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()

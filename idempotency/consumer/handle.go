@@ -65,7 +65,9 @@ func (c *Consumer) handle(ctx context.Context, d Delivery) {
 // running it again here. local counts the runs of this delivery here.
 // ctx is the consumer's: its end cuts short the delay of a Nak.
 func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idempotency.Result, err error, run handlerRun, local int) (hold time.Duration, done bool) {
-	log := c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
+	log := func() *slog.Logger {
+		return c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
+	}
 	var ip *idempotency.InProgressError
 	handlerFailed := run.ran && run.err != nil && errors.Is(err, run.err)
 	switch {
@@ -78,7 +80,7 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idemp
 		}
 		if aerr := d.Ack(ctx); aerr != nil {
 			// The outcome is stored: the redelivery is acked without running.
-			log.Warn("consumer: ack failed", slog.Any("error", aerr))
+			log().Warn("consumer: ack failed", slog.Any("error", aerr))
 		}
 		return 0, true
 	case errors.As(err, &ip) || errors.Is(err, idempotency.ErrLeaseLost):
@@ -110,25 +112,27 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idemp
 		if !handlerFailed || dependencyDown(err) {
 			c.outage.report()
 		}
-		log.Debug("consumer: holding a delivery", slog.Any("error", err))
+		if c.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+			log().Debug("consumer: holding a delivery", slog.Any("error", err))
+		}
 		return c.cfg.Backoff.Delay(local, 0, rand.Float64()), false
 	}
 }
 
 // nak gives d back to be delivered again after delay.
-func (c *Consumer) nak(ctx context.Context, d Delivery, delay time.Duration, log *slog.Logger) {
+func (c *Consumer) nak(ctx context.Context, d Delivery, delay time.Duration, log func() *slog.Logger) {
 	if err := d.Nak(ctx, delay); err != nil {
 		// The broker delivers it again after its ack deadline.
-		log.Warn("consumer: nak failed", slog.Any("error", err))
+		log().Warn("consumer: nak failed", slog.Any("error", err))
 	}
 }
 
 // term terminates d for err.
-func (c *Consumer) term(ctx context.Context, d Delivery, err error, log *slog.Logger) {
+func (c *Consumer) term(ctx context.Context, d Delivery, err error, log func() *slog.Logger) {
 	c.stats.terminated.Add(1)
-	log.Warn("consumer: message terminated", slog.Any("reason", err))
+	log().Warn("consumer: message terminated", slog.Any("reason", err))
 	if terr := d.Term(ctx, err.Error()); terr != nil {
-		log.Warn("consumer: terminate failed", slog.Any("error", terr))
+		log().Warn("consumer: terminate failed", slog.Any("error", terr))
 	}
 }
 
