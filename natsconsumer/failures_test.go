@@ -162,14 +162,16 @@ func TestInProgressElsewhereRedeliveredLater(t *testing.T) {
 func TestSlowHandlerKeptAlive(t *testing.T) {
 	_, js := connect(t)
 	stream := newStream(t, js)
-	const ackWait = 500 * time.Millisecond
+	// Kept alive every third of it: a margin of over a second, for a
+	// loaded machine.
+	const ackWait = 2 * time.Second
 	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{AckWait: ackWait})
 	runner := idempotency.NewRunner(nil, idempotency.WithLease(ackWait))
 	var calls atomic.Int32
 	c, err := natsconsumer.New(cons, config(runner, func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
-		select { // the handler is slow: it outlives its AckWait and lease four times
-		case <-time.After(4 * ackWait):
+		select { // the handler is slow: it outlives its AckWait and lease twice and a half
+		case <-time.After(5 * ackWait / 2):
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
