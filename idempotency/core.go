@@ -273,8 +273,11 @@ func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work W
 			out = OutcomeTakenOver
 		}
 		res, err = r.execute(ctx, c, claimed, work)
-		if errors.Is(err, ErrRejected) {
+		switch {
+		case errors.Is(err, ErrRejected):
 			out = OutcomeRejected
+		case errors.Is(err, ErrParked):
+			out = OutcomeParked
 		}
 	default:
 		out, err = OutcomeFailed, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
@@ -329,7 +332,10 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 	e.ctx.stop()
 	stepErr := e.failedStep()
 
-	var ab *abort
+	var (
+		ab *abort
+		pk *parking
+	)
 	switch {
 	case tx != nil && tx.Err() != nil && !errors.Is(werr, ErrRejected) && !errors.Is(werr, ErrLeaseLost):
 		// A statement of the transaction failed: nothing of it may commit,
@@ -374,6 +380,15 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 			return Result{}, errors.Join(werr, fmt.Errorf("idempotency: complete: %w", err))
 		}
 		return Result{Response: ab.response, Attempt: f.Attempt}, werr
+	case errors.As(werr, &pk):
+		if tx != nil {
+			_ = tx.Rollback(bg)
+		}
+		if err := r.store.Park(bg, f, pk.err.Error()); err != nil {
+			r.abandon(bg, e)
+			return Result{}, fmt.Errorf("idempotency: park (the work failed: %v): %w", werr, err)
+		}
+		return Result{}, werr
 	default:
 		if tx != nil {
 			_ = tx.Rollback(bg)

@@ -103,7 +103,9 @@
 // reason, logged and observed (OutcomeParked), and never taken over by a
 // Reconciler again; its client's retry still may. Store.ListParked lists
 // the parked executions with their reasons, page by page, and
-// Runner.RetryParked runs one again at once once its cause is mended.
+// Runner.RetryParked runs one again at once once its cause is mended. A
+// Work may park its own execution (Park) when it fails in a way that
+// repeating will not mend: a queue consumer's poison message, say.
 //
 // # Transactions
 //
@@ -138,7 +140,17 @@
 // header and body byte for byte with "Idempotent-Replayed: true"; 5xx
 // responses are stored and replayed too, once execution began (MarkStarted),
 // while rejections (4xx before the mark) free the key. See Middleware for
-// streaming, hijacking, oversized responses and panics.
+// streaming, hijacking, oversized responses and panics. A webhook
+// receiver keys requests by the sender's event id: in a header
+// (WithKeyHeader, such as X-GitHub-Delivery) or in the JSON body
+// (WithKeyFromJSON).
+//
+// # Queue consumers
+//
+// Package idempotency/consumer runs a message handler inside Runner.Do,
+// keyed by the message id, and acks a delivery only once its outcome is
+// stored; the modules natsconsumer and amqpconsumer connect it to NATS
+// JetStream and RabbitMQ.
 //
 // The file openapi.yaml in this package's directory documents the header,
 // the status codes and the expiry window for clients of a service built on

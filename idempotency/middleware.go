@@ -113,6 +113,9 @@ type middleware struct {
 	// the request headers stored for it (WithResume).
 	resume        string
 	resumeHeaders []string
+	// jsonKey is the JSON Pointer of the key in the body, split into its
+	// tokens (WithKeyFromJSON), or nil.
+	jsonKey []string
 }
 
 // Middleware returns HTTP middleware that runs each keyed request's handler at
@@ -212,6 +215,9 @@ func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) fun
 		h := &handler{m: m, next: next}
 		if m.resume != "" {
 			runner.Register(m.resume, h.resume)
+		}
+		if m.jsonKey != nil {
+			return &jsonKeyHandler{m: m, next: h}
 		}
 		return h
 	}

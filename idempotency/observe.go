@@ -28,8 +28,9 @@ const (
 	// nobody retried and resumed it (Err as for OutcomeExecuted).
 	OutcomeReconciled Outcome = "reconciled"
 	// OutcomeParked: a Reconciler gave up on a stalled execution (Err says
-	// why: ErrNotResumable, or the last failure after too many takeovers).
-	// It is not resumed again unless its client retries.
+	// why: ErrNotResumable, or the last failure after too many takeovers),
+	// or a Work parked its own (Park; Err matches ErrParked). It is not
+	// resumed again unless its client retries or Runner.RetryParked runs it.
 	OutcomeParked Outcome = "parked"
 	// OutcomeFailed: the claim could not be made or read (a store error).
 	OutcomeFailed Outcome = "failed"

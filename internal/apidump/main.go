@@ -27,6 +27,9 @@ var packages = []struct{ dir, file string }{
 	{"idempotency/mysqlstore", "mysqlstore.txt"},
 	{"idempotency/storetest/linearize", "linearize.txt"},
 	{"otelretry", "otelretry.txt"},
+	{"idempotency/consumer", "consumer.txt"},
+	{"natsconsumer", "natsconsumer.txt"},
+	{"amqpconsumer", "amqpconsumer.txt"},
 }
 
 func main() {

@@ -1,0 +1,68 @@
+// Package amqpconsumer consumes RabbitMQ messages with exactly-once
+// effect: a thin layer over idempotency.Runner (through package
+// idempotency/consumer, whose documentation says what becomes of every
+// delivery) on github.com/rabbitmq/amqp091-go. It is a module of its own,
+// so the AMQP client never reaches users of the root module.
+//
+//	c, _ := amqpconsumer.New(conn, "orders", consumer.Config{Runner: runner, Handler: ship},
+//		amqpconsumer.WithDeliveryLimit(20))
+//	err := c.Run(ctx)
+//
+// # Keys
+//
+// A message's key is its message_id property; WithKey gives a function
+// for publishers that key messages otherwise (a header, a field of the
+// body). A message with neither is never run without a key: the consumer
+// stops at once with an error matching consumer.ErrNoKey and gives the
+// message back, rather than risk running it twice. Keys are scoped by the
+// consumer's caller (consumer.Config.Caller, by default its Name, by
+// default the queue's name).
+//
+// # Deliveries
+//
+// The consumer's channel has a prefetch of consumer.Config.MaxInFlight,
+// so the broker sends no more than the consumer handles, and none while a
+// dependency is down and its deliveries are held. A delivery is acked
+// after its outcome is stored. AMQP 0-9-1 cannot delay a redelivery: a
+// message given back later (another execution holds its key, or its
+// handler failed transiently) is held for the delay, then rejected with
+// requeue. A message whose execution is parked, that is rejected, or whose
+// id came with another body is rejected without requeue, which
+// dead-letters it when the queue has a dead-letter exchange
+// (x-dead-letter-exchange) and drops it otherwise; a parked one is kept in
+// the store in any case, with its reason and the message
+// (consumer.Consumer.ListParked, RetryParked).
+//
+// Quorum queues count deliveries (x-delivery-count) and dead-letter a
+// message past their delivery limit (x-delivery-limit; 20 by default from
+// RabbitMQ 4.0): tell the consumer the queue's limit with
+// WithDeliveryLimit, and it never gives back the last delivery, which the
+// queue would dead-letter without its reason, but runs it again itself or
+// parks it. Classic queues count nothing: each redelivery is counted as
+// the second.
+//
+// # Keeping a delivery
+//
+// RabbitMQ has no way to extend one delivery, as JetStream's InProgress
+// does: an unacked delivery stays with its consumer as long as the
+// channel lives, up to the broker's consumer timeout (consumer_timeout,
+// 30 minutes by default; per queue with x-consumer-timeout from RabbitMQ
+// 3.12), after which the broker closes the channel and requeues
+// everything unacked on it. So the consumer keeps the connection alive
+// (amqp091-go's heartbeats) and the execution's lease in the store
+// (idempotency.Execution.Extend) while a handler runs; a handler, with
+// the holds of its delivery, must end within the consumer timeout. If the
+// channel closes, Run returns; the requeued deliveries come back to a
+// consumer, whose store finds them completed (acked without running), in
+// progress (redelivered later) or abandoned (run again, resuming after
+// the last completed step).
+//
+// # Outbox
+//
+// A Publisher publishes with publisher confirms: Publish returns once the
+// broker has taken the message (persistent, with message_id set to the
+// outbox row's id), as a pgstore.Relay's Deliver. A relay killed between
+// publishing and marking the row sent publishes it again; RabbitMQ keeps
+// both copies, and the consumer, keyed by the id, acks the second without
+// running it.
+package amqpconsumer

@@ -1,0 +1,96 @@
+package consumer
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// Defaults of a Config.
+const (
+	// DefaultMaxInFlight is how many messages a Consumer handles at once.
+	DefaultMaxInFlight = 64
+	// DefaultKeepAlive is how often a delivery in hand is kept alive at the
+	// broker when the adapter says nothing else.
+	DefaultKeepAlive = 10 * time.Second
+)
+
+// Config configures a Consumer.
+type Config struct {
+	// Runner runs the handler, at most once to completion per key.
+	// Required.
+	Runner *idempotency.Runner
+	// Name names the consumer: its handler is registered with the Runner
+	// under it (for RetryParked and a Reconciler: one name per consumer
+	// of a Runner), and it is the caller of its keys unless Caller is set.
+	// Required.
+	Name string
+	// Caller scopes the keys like an HTTP caller (default Name). Every
+	// instance of one consumer must use the same.
+	Caller string
+	// Handler processes each message. Required.
+	Handler Handler
+	// MaxInFlight is how many messages are handled at once (default
+	// DefaultMaxInFlight).
+	MaxInFlight int
+	// Backoff spaces the redeliveries of a message that failed
+	// transiently, by its delivery count, and the runs of a held one
+	// (default: retry.FullJitter with the root's defaults, 100 ms doubling
+	// to 10 s).
+	Backoff retry.Backoff
+	// DependsOn are the retry budgets of the dependencies the handler
+	// calls through retry.Do with retry.WithBudget: while one says its
+	// dependency is down, the consumer rides the outage through (see the
+	// package documentation).
+	DependsOn []*retry.Budget
+	// Down, if set, reports whether a dependency of the handler is down
+	// now, beside DependsOn.
+	Down func() bool
+	// KeepAlive is how often a delivery in hand is kept alive at the
+	// broker (Delivery.InProgress), which must be well within the broker's
+	// ack deadline (default DefaultKeepAlive; the adapters set a third of
+	// theirs). The execution's lease is renewed every third of the
+	// Runner's lease.
+	KeepAlive time.Duration
+	// Clock times keep-alives, holds and backoffs (default the system
+	// clock).
+	Clock clock.Clock
+	// Logger reports what the consumer decides about deliveries that did
+	// not simply complete (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Runner == nil:
+		return c, errors.New("consumer: Config.Runner is required")
+	case c.Name == "":
+		return c, errors.New("consumer: Config.Name is required")
+	case c.Handler == nil:
+		return c, errors.New("consumer: Config.Handler is required")
+	}
+	if c.Caller == "" {
+		c.Caller = c.Name
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.Backoff == nil {
+		c.Backoff = retry.FullJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = DefaultKeepAlive
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

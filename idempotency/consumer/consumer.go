@@ -1,0 +1,162 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Consumer runs a Handler over the deliveries of a Source with
+// exactly-once effect (see the package documentation). It is safe for
+// concurrent use; Run it once at a time per Source.
+type Consumer struct {
+	cfg    Config
+	stats  counters
+	outage outage
+
+	// fatal is the error that stops Run (a message without a key).
+	fatal atomic.Pointer[error]
+
+	mu        sync.Mutex
+	inFlight  int                // deliveries taken and not yet settled
+	freed     chan struct{}      // a slot was freed (buffered 1)
+	cancelRun context.CancelFunc // ends the fetch of the Run in progress
+}
+
+// New returns a Consumer and registers its handler with cfg.Runner under
+// cfg.Name, for RetryParked and a Reconciler.
+func New(cfg Config) (c *Consumer, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c = &Consumer{cfg: cfg, freed: make(chan struct{}, 1)}
+	c.outage.c = c
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("consumer: register %q with the Runner: %v", cfg.Name, p)
+		}
+	}()
+	cfg.Runner.Register(cfg.Name, c.resume)
+	return c, nil
+}
+
+// Caller returns the caller the consumer's keys are scoped by.
+func (c *Consumer) Caller() string { return c.cfg.Caller }
+
+// Run takes deliveries from src and handles up to Config.MaxInFlight at
+// once, each on a goroutine of its own, until ctx ends or src fails.
+// While a dependency is down it fetches nothing new (see the package
+// documentation). When ctx ends it fetches no more, gives back the
+// deliveries it holds, lets the handlers that run finish (each bounded by
+// its lease) and settles their deliveries, and returns ctx.Err(). A
+// failure of src, or a message without a key (ErrNoKey), ends it the same
+// way with that error.
+func (c *Consumer) Run(ctx context.Context, src Source) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	c.cancelRun = cancel
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		n, err := c.await(ctx)
+		if err != nil {
+			return err
+		}
+		taken := 0
+		err = src.Fetch(ctx, n, func(d Delivery) {
+			if taken == n {
+				// More than asked for: the broker delivers it again.
+				_ = d.Nak(context.WithoutCancel(ctx), 0)
+				return
+			}
+			taken++
+			wg.Go(func() {
+				defer c.release(1)
+				c.handle(ctx, d)
+			})
+		})
+		c.release(n - taken)
+		if p := c.fatal.Load(); p != nil {
+			return *p
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("consumer %s: %w", c.cfg.Name, err)
+		}
+	}
+}
+
+// await waits until deliveries may be fetched and takes the slots for
+// them: once a quarter of the slots are free (or none is taken), so that
+// fetches come in batches, and while a dependency is down only one, for a
+// probe, when nothing runs and the probe is due. It returns ctx's error,
+// or the error that stops the consumer.
+func (c *Consumer) await(ctx context.Context) (int, error) {
+	batch := max(1, c.cfg.MaxInFlight/4)
+	var timer waitTimer
+	defer timer.stop()
+	for {
+		if p := c.fatal.Load(); p != nil {
+			return 0, *p
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		down := c.outage.down()
+		c.mu.Lock()
+		free := c.cfg.MaxInFlight - c.inFlight
+		n := 0
+		switch {
+		case down && c.inFlight == 0 && c.outage.probeDue():
+			n = 1
+		case !down && (free >= batch || (free > 0 && c.inFlight == 0)):
+			n = free
+		}
+		c.inFlight += n
+		c.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		var tick <-chan time.Time
+		if down {
+			tick = timer.reset(c.cfg.Clock, outagePoll)
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.freed:
+		case <-tick:
+		}
+	}
+}
+
+// release frees n slots.
+func (c *Consumer) release(n int) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	c.inFlight -= n
+	c.mu.Unlock()
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
+}
+
+// stop records the error that ends Run, and ends its fetch.
+func (c *Consumer) stop(err error) {
+	c.fatal.CompareAndSwap(nil, &err)
+	c.mu.Lock()
+	cancel := c.cancelRun
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}

@@ -1,0 +1,67 @@
+// Package consumer is the broker-agnostic core of a message consumer whose
+// effect happens exactly once although its broker delivers at least once:
+// the same message twice, and a crash between "did it" and "wrote it
+// down". The broker adapters (the modules natsconsumer, for NATS
+// JetStream, and amqpconsumer, for RabbitMQ) map their client's
+// deliveries onto it; the exactly-once part is idempotency.Runner's,
+// never a second claim protocol.
+//
+// # One delivery
+//
+// The key is the message's id (Message.Key, chosen by the adapter), scoped
+// by the consumer's caller (Config.Caller, default its Name). The Handler
+// runs inside Runner.Do, so steps, downstream keys, a TxStore's
+// transaction (pgstore.TxFrom) and the Reconciler all apply. What becomes
+// of the delivery:
+//
+//   - the handler returned nil: its outcome is stored, then the delivery
+//     is acked (never before);
+//   - the key completed before (a duplicate): acked without running;
+//   - another execution holds the key (a duplicate delivered at the same
+//     time, or a consumer that died holding it): redelivered after the
+//     hint of the *idempotency.InProgressError, not run;
+//   - the handler failed transiently: redelivered after a full-jitter
+//     backoff over the delivery count (Config.Backoff);
+//   - the handler failed for good (retry.Permanent, idempotency.Park), or
+//     failed on the broker's last delivery: the execution is parked with
+//     its reason (idempotency.Park; ListParked, RetryParked) and the
+//     message terminated (dead-lettered where the broker has that);
+//   - the handler rejected the message (idempotency.Reject), or its id
+//     came with another body (idempotency.ErrFingerprintMismatch):
+//     terminated (dead-lettered), nothing stored;
+//   - its dependency is down (see below), or the store failed: held, not
+//     given back, and run again when it may succeed.
+//
+// While the handler runs, the delivery is kept alive at the broker
+// (Delivery.InProgress, every Config.KeepAlive) together with the
+// execution's lease (idempotency.Execution.Extend, every third of the
+// Runner's lease), so a slow handler is neither redelivered elsewhere nor
+// taken over. The last delivery the broker allows (Delivery.Last) is never
+// given back, since the broker would drop it or dead-letter it without its
+// reason: it is held and run again here, or parked.
+//
+// # Outages
+//
+// A consumer whose handler's dependency is down must not cycle every
+// message through the broker's delivery limit into the dead-letter
+// queue. The consumer takes the dependency to be down while a Budget in
+// Config.DependsOn says so (retry.Budget.DependencyStats, which retry.Do
+// keeps with retry.WithBudget), while Config.Down reports true, or after
+// the handler reported it (an error matching retry.ErrDependencyDown, as
+// retry.Do returns when its wait for the dependency ended) until a
+// handler next succeeds. Meanwhile it fetches nothing new (one message now
+// and then, when nothing else runs, so that the handler's retry loop can
+// probe), holds the deliveries that failed (kept alive, costing no
+// delivery), and runs them again after full-jitter waits: their handlers'
+// calls are the probes that see the dependency come back.
+//
+// # Parked messages
+//
+// The consumer registers its handler with the Runner under Config.Name and
+// stores each message with its execution (Request.Work and Input) until
+// it completes. ListParked lists the consumer's parked messages with their
+// reasons; RetryParked runs one again now, from the stored message,
+// without a broker delivery (Message.Delivery is 0), once its cause is
+// mended. A Reconciler resumes the consumer's stalled executions the same
+// way. A failure of such a run parks the message again.
+package consumer

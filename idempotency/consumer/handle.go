@@ -1,0 +1,256 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// minRedelay is the shortest wait before a message held elsewhere, or
+// whose execution lost its lease, is delivered again.
+const minRedelay = time.Second
+
+// handlerRun is what the handler did in one call of Runner.Do.
+type handlerRun struct {
+	ran bool
+	err error
+}
+
+// handle settles one delivery: runs it through Runner.Do until it is
+// acked, given back or terminated.
+func (c *Consumer) handle(ctx context.Context, d Delivery) {
+	bg := context.WithoutCancel(ctx)
+	m, err := d.Message()
+	if err != nil {
+		c.cfg.Logger.Error("consumer: cannot key a message; stopping", slog.String("consumer", c.cfg.Name), slog.Any("error", err))
+		_ = d.Nak(bg, 0)
+		c.stop(err)
+		return
+	}
+	req := idempotency.Request{
+		Caller:      c.cfg.Caller,
+		Key:         m.Key,
+		Fingerprint: idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
+		Work:        c.cfg.Name,
+		Input:       encodeInput(m),
+	}
+	for local := 1; ; local++ {
+		if ctx.Err() != nil {
+			_ = d.Nak(bg, 0)
+			return
+		}
+		var run handlerRun
+		res, err := c.cfg.Runner.Do(ctx, req, c.work(d, m, &run))
+		hold, done := c.settle(ctx, d, m, res, err, run, local)
+		if done {
+			return
+		}
+		if !c.hold(ctx, d, hold, c.outage.down()) {
+			_ = d.Nak(bg, 0) // stopping: give it back for another consumer
+			return
+		}
+	}
+}
+
+// settle acts on the result of one Runner.Do for d: it acks, gives back or
+// terminates the delivery (done), or says how long to hold it before
+// running it again here. local counts the runs of this delivery here.
+// ctx is the consumer's: its end cuts short the delay of a Nak.
+func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idempotency.Result, err error, run handlerRun, local int) (hold time.Duration, done bool) {
+	log := func() *slog.Logger {
+		return c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
+	}
+	var ip *idempotency.InProgressError
+	handlerFailed := run.ran && run.err != nil && errors.Is(err, run.err)
+	switch {
+	case err == nil || errors.Is(err, idempotency.ErrAborted):
+		c.outage.healthy()
+		if res.Replayed {
+			c.stats.duplicates.Add(1)
+		} else {
+			c.stats.executed.Add(1)
+		}
+		if aerr := d.Ack(ctx); aerr != nil {
+			// The outcome is stored: the redelivery is acked without running.
+			log().Warn("consumer: ack failed", slog.Any("error", aerr))
+		}
+		return 0, true
+	case errors.As(err, &ip) || errors.Is(err, idempotency.ErrLeaseLost):
+		delay := minRedelay
+		if ip != nil {
+			delay = max(ip.RetryAfter, minRedelay)
+		}
+		if d.Last() {
+			return delay, false
+		}
+		c.stats.inProgress.Add(1)
+		c.nak(ctx, d, delay, log)
+		return 0, true
+	case errors.Is(err, idempotency.ErrParked):
+		c.stats.parked.Add(1)
+		c.term(ctx, d, err, log)
+		return 0, true
+	case errors.Is(err, idempotency.ErrFingerprintMismatch), errors.Is(err, idempotency.ErrRejected),
+		errors.Is(err, idempotency.ErrTxFailed) && errors.Is(err, idempotency.ErrPermanent):
+		c.term(ctx, d, err, log)
+		return 0, true
+	case handlerFailed && !dependencyDown(err) && !c.outage.down() && !d.Last():
+		c.stats.retried.Add(1)
+		c.nak(ctx, d, c.cfg.Backoff.Delay(max(m.Delivery, 1), 0, rand.Float64()), log)
+		return 0, true
+	default:
+		// The dependency is down, the store failed, or this is the last
+		// delivery: hold it, and run it again here.
+		if !handlerFailed || dependencyDown(err) {
+			c.outage.report()
+		}
+		if c.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+			log().Debug("consumer: holding a delivery", slog.Any("error", err))
+		}
+		return c.cfg.Backoff.Delay(local, 0, rand.Float64()), false
+	}
+}
+
+// nak gives d back to be delivered again after delay.
+func (c *Consumer) nak(ctx context.Context, d Delivery, delay time.Duration, log func() *slog.Logger) {
+	if err := d.Nak(ctx, delay); err != nil {
+		// The broker delivers it again after its ack deadline.
+		log().Warn("consumer: nak failed", slog.Any("error", err))
+	}
+}
+
+// term terminates d for err.
+func (c *Consumer) term(ctx context.Context, d Delivery, err error, log func() *slog.Logger) {
+	c.stats.terminated.Add(1)
+	log().Warn("consumer: message terminated", slog.Any("reason", err))
+	if terr := d.Term(ctx, err.Error()); terr != nil {
+		log().Warn("consumer: terminate failed", slog.Any("error", terr))
+	}
+}
+
+// hold keeps d, alive at the broker, for delay, or through an outage
+// until the dependencies are up again if that comes first. It reports
+// false when ctx ended first.
+func (c *Consumer) hold(ctx context.Context, d Delivery, delay time.Duration, outage bool) bool {
+	c.stats.held.Add(1)
+	end := c.cfg.Clock.Timer(delay)
+	defer end.Stop()
+	tick := c.cfg.Clock.Ticker(c.cfg.KeepAlive)
+	defer tick.Stop()
+	var poll <-chan time.Time
+	if outage {
+		t := c.cfg.Clock.Ticker(outagePoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-end.C:
+			return true
+		case <-poll:
+			if !c.outage.down() {
+				return true
+			}
+		case <-tick.C:
+			_ = d.InProgress(ctx)
+		}
+	}
+}
+
+// dependencyDown reports whether err says a dependency is down.
+func dependencyDown(err error) bool { return errors.Is(err, retry.ErrDependencyDown) }
+
+// work is the Work of one delivery: the handler, with the delivery and
+// the execution's lease kept alive, its error turned into what Runner.Do
+// should do with the execution.
+func (c *Consumer) work(d Delivery, m *Message, run *handlerRun) idempotency.Work {
+	return func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+		stop := c.keepAlive(e, d)
+		err := c.call(ctx, m)
+		stop()
+		run.ran, run.err = true, err
+		switch {
+		case err == nil:
+			return nil, nil
+		case errors.Is(err, idempotency.ErrRejected), errors.Is(err, idempotency.ErrParked),
+			errors.Is(err, idempotency.ErrAborted), errors.Is(err, idempotency.ErrLeaseLost):
+			return nil, err
+		case permanent(err):
+			return nil, idempotency.Park(err)
+		case dependencyDown(err) || c.outage.down():
+			return nil, err
+		case d.Last():
+			return nil, idempotency.Park(fmt.Errorf("the broker's last delivery (%d) failed: %w", m.Delivery, err))
+		}
+		return nil, err
+	}
+}
+
+// call runs the handler, turning a panic into a permanent failure.
+func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.cfg.Logger.Error("consumer: handler panicked", slog.String("consumer", c.cfg.Name),
+				slog.String("key", m.Key), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			err = retry.Permanent(fmt.Errorf("consumer: handler panicked: %v", p))
+		}
+	}()
+	return c.cfg.Handler(ctx, m)
+}
+
+// permanent reports whether the handler's err will recur however often the
+// message is delivered: marked retry.Permanent (or idempotency.Permanent).
+// A cancelled context, which retry.IsPermanent also counts, is not: the
+// consumer may be stopping.
+func permanent(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	return retry.IsPermanent(err) || errors.Is(err, idempotency.ErrPermanent)
+}
+
+// keepAlive keeps d alive at the broker and e's lease in the store, until
+// the returned stop is called; d may be nil.
+func (c *Consumer) keepAlive(e *idempotency.Execution, d Delivery) (stop func()) {
+	every := c.cfg.KeepAlive
+	if third := c.cfg.Runner.Lease() / 3; third < every {
+		every = third
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tick := c.cfg.Clock.Ticker(every)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if d != nil {
+				_ = d.InProgress(ctx)
+			}
+			if err := e.Extend(ctx); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Warn("consumer: cannot extend the lease", slog.String("consumer", c.cfg.Name),
+					slog.String("key", e.Key()), slog.Any("error", err))
+				if errors.Is(err, idempotency.ErrLeaseLost) {
+					return
+				}
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}

@@ -1,0 +1,136 @@
+package idempotency_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// webhook returns a receiver behind the Middleware with opts, and the
+// number of events it handled.
+func webhook(t *testing.T, opts ...idempotency.MiddlewareOption) (http.Handler, *atomic.Int32) {
+	t.Helper()
+	var handled atomic.Int32
+	h := idempotency.Middleware(idempotency.NewRunner(nil), idempotency.SingleTenant, opts...)(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			handled.Add(1)
+			fmt.Fprintf(w, "handled %d bytes", len(body))
+		}))
+	return h, &handled
+}
+
+func post(h http.Handler, body string, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// An event sent again with the same id in its body is handled once; the
+// repeat gets the stored response.
+func TestKeyFromJSONBody(t *testing.T) {
+	h, handled := webhook(t, idempotency.WithKeyFromJSON("/id"))
+	event := `{"id":"evt_1","type":"charge.succeeded"}`
+	first := post(h, event)
+	require.Equal(t, http.StatusOK, first.Code, first.Body.String())
+	again := post(h, event, "Idempotency-Key", "ignored")
+	assert.Equal(t, http.StatusOK, again.Code)
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, first.Body.String(), again.Body.String())
+	assert.Equal(t, int32(1), handled.Load())
+	other := post(h, `{"id":"evt_2","type":"charge.succeeded"}`)
+	assert.Equal(t, http.StatusOK, other.Code)
+	assert.Equal(t, int32(2), handled.Load())
+	// The same id with another body is a mismatch, not a replay.
+	assert.Equal(t, http.StatusUnprocessableEntity, post(h, `{"id":"evt_1","type":"charge.failed"}`).Code)
+}
+
+// A nested pointer, escaped tokens and a number all make keys.
+func TestKeyFromJSONNestedAndNumber(t *testing.T) {
+	h, handled := webhook(t, idempotency.WithKeyFromJSON("/event/a~1b"))
+	assert.Equal(t, http.StatusOK, post(h, `{"event":{"a/b":12345678901234567890}}`).Code)
+	again := post(h, `{"event":{"a/b":12345678901234567890}}`)
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"), "the number, as written, is the key")
+	assert.Equal(t, int32(1), handled.Load())
+}
+
+// Bodies without a usable event id get problems, and the handler never runs.
+func TestKeyFromJSONProblems(t *testing.T) {
+	h, handled := webhook(t, idempotency.WithKeyFromJSON("/id"), idempotency.WithMaxRequestBody(64))
+	for _, tc := range []struct {
+		body, code string
+		status     int
+	}{
+		{`not json`, idempotency.CodeKeyMissing, http.StatusBadRequest},
+		{`{"type":"x"}`, idempotency.CodeKeyMissing, http.StatusBadRequest},
+		{`{"id":{"nested":true}}`, idempotency.CodeKeyMissing, http.StatusBadRequest},
+		{`["id"]`, idempotency.CodeKeyMissing, http.StatusBadRequest},
+		{`{"id":"has space"}`, idempotency.CodeKeyInvalid, http.StatusBadRequest},
+		{`{"id":""}`, idempotency.CodeKeyInvalid, http.StatusBadRequest},
+		{`{"id":"` + strings.Repeat("x", 100) + `"}`, idempotency.CodeBodyTooLarge, http.StatusRequestEntityTooLarge},
+	} {
+		w := post(h, tc.body)
+		assert.Equal(t, tc.status, w.Code, tc.body)
+		var p struct {
+			Code string `json:"code"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p), tc.body)
+		assert.Equal(t, tc.code, p.Code, tc.body)
+	}
+	assert.Zero(t, handled.Load())
+	// Safe methods pass through untouched.
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/webhook", nil))
+	assert.Equal(t, http.StatusOK, w.Code)
+}
+
+func TestKeyFromJSONBadPointerPanics(t *testing.T) {
+	for _, p := range []string{"", "id", "/"} {
+		if p == "/" { // "" as the only token: the member named "" is a valid pointer
+			assert.NotPanics(t, func() { idempotency.WithKeyFromJSON(p) })
+			continue
+		}
+		assert.Panics(t, func() { idempotency.WithKeyFromJSON(p) }, p)
+	}
+}
+
+// GitHub sends the event id in X-GitHub-Delivery: WithKeyHeader takes it.
+func TestKeyFromWebhookHeader(t *testing.T) {
+	h, handled := webhook(t, idempotency.WithKeyHeader("X-GitHub-Delivery"))
+	id := "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+	assert.Equal(t, http.StatusOK, post(h, `{"action":"opened"}`, "X-GitHub-Delivery", id).Code)
+	assert.Equal(t, "true", post(h, `{"action":"opened"}`, "X-GitHub-Delivery", id).Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, http.StatusBadRequest, post(h, `{"action":"opened"}`).Code)
+	assert.Equal(t, int32(1), handled.Load())
+}
+
+func FuzzKeyFromJSON(f *testing.F) {
+	f.Add(`{"id":"evt_1"}`)
+	f.Add(`{"id":12}`)
+	f.Add(`{"id":["x"]}`)
+	f.Add(`{`)
+	h := idempotency.Middleware(idempotency.NewRunner(nil), idempotency.SingleTenant, idempotency.WithKeyFromJSON("/id"))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.ReadAll(r.Body) }))
+	f.Fuzz(func(t *testing.T, body string) {
+		w := post(h, body)
+		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest && w.Code != http.StatusUnprocessableEntity &&
+			w.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%q: status %d", body, w.Code)
+		}
+	})
+}

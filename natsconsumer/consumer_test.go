@@ -1,0 +1,53 @@
+package natsconsumer_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/natsconsumer"
+)
+
+// Every message is handled once and acked after its outcome is stored;
+// a message the store already completed (its ack was lost, say) is acked
+// without running; a message without Nats-Msg-Id is keyed by its stream
+// sequence.
+func TestEachMessageOnceAndDuplicatesAcked(t *testing.T) {
+	_, js := connect(t)
+	stream := newStream(t, js)
+	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	runner := idempotency.NewRunner(nil)
+	var fx effects
+	c, err := natsconsumer.New(cons, config(runner, func(ctx context.Context, m *consumer.Message) error {
+		fx.add(m.Key)
+		return nil
+	}))
+	require.NoError(t, err)
+	// An earlier instance completed order-000 and died before its ack.
+	_, err = runner.Do(context.Background(), idempotency.Request{Caller: c.Caller(), Key: keyOf(0),
+		Fingerprint: idempotency.Fingerprint("MESSAGE", stream+".orders", "", []byte(bodyOf(0)))},
+		func(context.Context, *idempotency.Execution) ([]byte, error) { return nil, nil })
+	require.NoError(t, err)
+	const n = 30
+	for i := range n {
+		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+	}
+	publish(t, js, stream+".orders", "", "no id")
+	start(t, c)
+	eventually(t, "every message settled", func() bool { return settled(t, cons) })
+
+	all, distinct := fx.total()
+	assert.Equal(t, n, all, "one effect per message; none for the completed one")
+	assert.Equal(t, n, distinct)
+	assert.Equal(t, 0, fx.count(keyOf(0)))
+	assert.Equal(t, 1, fx.count(stream+":31"), "keyed by stream and sequence")
+	st := c.Stats()
+	assert.Equal(t, uint64(n), st.Executed)
+	assert.Equal(t, uint64(1), st.Duplicates)
+	assert.Zero(t, st.Terminated)
+}
