@@ -97,12 +97,7 @@ func (d *dependency) admit(ctx context.Context, w *waiter) (probe bool, err erro
 		if released {
 			return d.woken(s), nil
 		}
-		if !w.deadline.IsZero() {
-			// The wait ended at the request's deadline (rounded up to its
-			// slot): its context ends then too, and tells so.
-			<-ctx.Done()
-		}
-		return false, ErrDependencyDown
+		return false, ErrDependencyDown // its deadline or MaxWait came
 	case <-ctx.Done():
 		d.abandon(s, ctx.Err())
 		if ctx.Err() == context.DeadlineExceeded {

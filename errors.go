@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // Reasons why a retry loop stopped without success. An *Error carries exactly
@@ -84,8 +86,8 @@ func (e *Error) Unwrap() []error {
 }
 
 // newError builds the loop's final error. ctxErr is the error of the
-// loop's context when the loop stopped: whatever the reason, when the
-// context had ended, errors.Is(err, context.Canceled) (or
+// loop's context when the loop stopped (see loopContextErr): whatever the
+// reason, when the context had ended, errors.Is(err, context.Canceled) (or
 // DeadlineExceeded) holds.
 func newError(ctxErr error, attempts int, reason, last error) *Error {
 	e := &Error{Attempts: attempts, Reason: reason, Last: last, Context: ctxErr}
@@ -95,6 +97,20 @@ func newError(ctxErr error, attempts int, reason, last error) *Error {
 		e.Context = context.DeadlineExceeded
 	}
 	return e
+}
+
+// loopContextErr is the error of a loop's context when the loop stopped. A
+// deadline that has come counts even if the context does not say so yet:
+// its timer may fire a moment after the one that ended a wait, and some
+// contexts report a deadline they move on (an execution's lease).
+func loopContextErr(ctx context.Context, clk clock.Clock, deadline time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !deadline.IsZero() && !clk.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // AttemptTimeoutError is the error of an HTTP attempt that got no response

@@ -70,7 +70,7 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	var err error
 	if reason != nil {
 		last.err = unmark(last.err)
-		err = newError(ctx.Err(), n, reason, last.err)
+		err = newError(loopContextErr(ctx, c.clock, deadline), n, reason, last.err)
 		if isGiveUp(reason) {
 			noteGiveUp(ctx, reason)
 		}

@@ -552,3 +552,45 @@ func TestOneHostsOutageCostsAnotherNothing(t *testing.T) {
 		assert.LessOrEqual(t, float64(downAttempts.Load())/perHost, 0.10)
 	})
 }
+
+// leaseContext reports a deadline it moves on instead of ending then, as an
+// execution's context does while its lease is extended.
+type leaseContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c leaseContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// A request whose context reports a deadline that it then moves on (an
+// execution's lease, extended) ends its wait at that deadline all the same,
+// and says the deadline ended it: it used to wait on for its context.
+func TestAWaitEndsAtADeadlineTheContextMovesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := retry.NewTransport(respond(func(*http.Request) (int, string) { return 503, "" }),
+			retry.WithBackoff(retry.Constant(0)))
+		downHost(t, tr, "http://down.test/")
+		ctx := leaseContext{Context: context.Background(), deadline: time.Now().Add(300 * time.Millisecond)}
+		start := time.Now()
+		resp, err := (&http.Client{Transport: tr}).Do(mustRequest(ctx, "http://down.test/"))
+		if err == nil { // it probed on the way: its 503 is handed back
+			resp.Body.Close()
+		} else {
+			assert.ErrorIs(t, err, retry.ErrDependencyDown)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+		assert.LessOrEqual(t, time.Since(start), 310*time.Millisecond)
+
+		budget := retry.DefaultBudget()
+		for range 8 {
+			retry.Do(context.Background(), func(context.Context) error { return errFlaky },
+				retry.WithBudget(budget), retry.WithMaxAttempts(1))
+		}
+		ctx = leaseContext{Context: context.Background(), deadline: time.Now().Add(300 * time.Millisecond)}
+		start = time.Now()
+		err = retry.Do(ctx, func(context.Context) error { return errFlaky }, retry.WithBudget(budget))
+		assert.ErrorIs(t, err, retry.ErrDependencyDown)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.LessOrEqual(t, time.Since(start), 310*time.Millisecond)
+	})
+}

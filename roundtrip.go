@@ -136,7 +136,7 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 	if rt.resp != nil {
 		return rt.handBack(), nil
 	}
-	ctxErr := rt.ctx.Err()
+	ctxErr := loopContextErr(rt.ctx, rt.c.clock, rt.deadline)
 	rt.endAttempt()
 	rt.cancelLoop()
 	if rt.kept != nil && reason == ErrDependencyDown {
