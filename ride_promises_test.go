@@ -505,7 +505,6 @@ func TestAProbeAnsweredWithAKeyed409MeansTheServerIsAlive(t *testing.T) {
 	})
 }
 
-
 // One client calling a dead host and a healthy one with 5% blips: the
 // dead host's outage, which drained the budget they share at its start,
 // costs the healthy host nothing, and the dead host sees about one attempt
