@@ -226,7 +226,9 @@ func TestPushbackAndRetryInfoAreFloorsOfTheNextWait(t *testing.T) {
 func TestPushbackIsCappedAndNeverSleptPastTheDeadline(t *testing.T) {
 	p := &payments{}
 	long := withTrailer(unavailable, metadata.Pairs(grpcretry.PushbackMsTrailer, "3600000"))
-	fail := func(ctx context.Context, _ *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) { return nil, long(ctx) }
+	fail := func(ctx context.Context, _ *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) {
+		return nil, long(ctx)
+	}
 	srv := serve(t, false, func(s *grpc.Server) { paymentspb.RegisterPaymentsServer(s, &failing{p, fail}) })
 	client := dial(t, srv, grpcretry.NewClient(fast))
 	start := time.Now()
@@ -234,7 +236,9 @@ func TestPushbackIsCappedAndNeverSleptPastTheDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, retry.ErrRetryAfterTooLong, "an hour is over the cap of retry.WithMaxRetryAfter")
 
 	short := withTrailer(unavailable, metadata.Pairs(grpcretry.PushbackMsTrailer, "5000"))
-	fail2 := func(ctx context.Context, _ *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) { return nil, short(ctx) }
+	fail2 := func(ctx context.Context, _ *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) {
+		return nil, short(ctx)
+	}
 	srv2 := serve(t, false, func(s *grpc.Server) { paymentspb.RegisterPaymentsServer(s, &failing{p, fail2}) })
 	client2 := dial(t, srv2, grpcretry.NewClient(fast))
 	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
