@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/exactlyonce/retry"
 )
@@ -129,6 +130,9 @@ func (s *serverStream) Header() (metadata.MD, error) {
 	cs, err := s.cs, s.err
 	s.mu.Unlock()
 	if cs == nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil // ended well, without a header: as grpc-go says it
+		}
 		return nil, err
 	}
 	return cs.Header()
@@ -199,7 +203,12 @@ func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.C
 		_ = cs.CloseSend() // an error of either comes with the stream's status
 	}
 	if header {
-		_, err = cs.Header()
+		var md metadata.MD
+		if md, err = cs.Header(); err == nil && md == nil {
+			// The stream ended before any header: grpc-go tells how at
+			// the next RecvMsg, which has no message left to decode.
+			err = cs.RecvMsg(new(emptypb.Empty))
+		}
 	} else {
 		err = cs.RecvMsg(first)
 	}
