@@ -24,6 +24,7 @@ var packages = []struct{ dir, file string }{
 	{"idempotency/storetest", "storetest.txt"},
 	{"idempotency/pgstore", "pgstore.txt"},
 	{"otelretry", "otelretry.txt"},
+	{"grpcretry", "grpcretry.txt"},
 }
 
 func main() {
