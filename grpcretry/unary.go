@@ -28,7 +28,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	u.ownKey(ctx)
 	_, isProto := reply.(proto.Message)
 	u.call.Hedgeable = isProto
-	u.opts = append(append(u.optsBuf[:0:0], opts...), grpc.Trailer(&u.trailer))
+	u.opts = append(append(u.optsBuf[:0], opts...), grpc.Trailer(&u.trailer))
 	v, err := c.caller.Run(ctx, &u.call, u.attempt)
 	if h, ok := v.Result.(*hedgeCopy); ok {
 		h.deliver(reply, opts)
