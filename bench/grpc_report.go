@@ -2,14 +2,23 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"strings"
 )
 
-// writeGRPCMarkdown writes the gRPC table: one column per gRPC library,
-// then notes on how the figures were made.
+// WriteGRPCMarkdown writes the gRPC results as Markdown: one table with a
+// column per gRPC client, then notes on how the figures were made.
+func WriteGRPCMarkdown(w io.Writer, res GRPCResults) error {
+	var b strings.Builder
+	writeGRPCMarkdown(&b, res)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeGRPCMarkdown writes the gRPC table to b.
 func writeGRPCMarkdown(b *strings.Builder, res GRPCResults) {
 	s := res.Settings
-	b.WriteString("\n## gRPC\n\n| scenario |")
+	b.WriteString("| scenario |")
 	for _, r := range res.Libs {
 		fmt.Fprintf(b, " %s |", r.Library.Name)
 	}
@@ -93,7 +102,7 @@ interceptor in front of the service, keys optional so that every client is serve
   "grpc-go, key added by hand" (a bare client whose interceptor appends a constant key to the
   metadata, the least any client sending a key costs) measured %s.
 `, s.OutageCalls, s.Callers, s.CallerCalls, s.OutageTimeout, s.Charges, s.Concurrency, 100*s.Drop, 100*s.Reset,
-		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout, costRounds, keyFloorNote(res))
+		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout, grpcCostRounds, keyFloorNote(res))
 }
 
 // bareGRPC returns the bare client's results.

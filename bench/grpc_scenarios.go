@@ -195,35 +195,14 @@ func GRPCStorm(ctx context.Context, lib GRPCLibrary, cfg StormConfig) StormResul
 	defer cancel()
 	srv.restart()
 	start := srv.start
-	var (
-		wg                  sync.WaitGroup
-		inFlight, succeeded atomic.Int64
-		res                 = StormResult{Bucket: cfg.Bucket}
-	)
-	total := int(cfg.Offer.Seconds() * float64(cfg.Rate))
-	for i := range total {
-		due := start.Add(time.Duration(i) * time.Second / time.Duration(cfg.Rate))
-		if d := time.Until(due); d > 0 && !sleepCtx(ctx, d) {
-			break
-		}
-		if inFlight.Load() >= int64(cfg.MaxInFlight) {
-			res.Skipped++
-			continue
-		}
-		res.Requests++
-		inFlight.Add(1)
-		wg.Go(func() {
-			defer inFlight.Add(-1)
-			cctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-			defer cancel()
-			if _, err := client.GetCharge(cctx, &paymentspb.GetChargeRequest{Id: fmt.Sprint(i)}); err == nil {
-				succeeded.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	<-ctx.Done()
-	res.Succeeded = int(succeeded.Load())
+	res := StormResult{Bucket: cfg.Bucket}
+	cfg.offer(ctx, start, &res, func(ctx context.Context, i int) bool {
+		cctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+		defer cancel()
+		_, err := client.GetCharge(cctx, &paymentspb.GetChargeRequest{Id: fmt.Sprint(i)})
+		return err == nil
+	})
+	<-ctx.Done() // the window is recorded whole
 	series := srv.series()
 	res.Attempts = series[:len(series)-1]
 	return res
@@ -292,9 +271,14 @@ func GRPCCostBenchmark(lib GRPCLibrary, cc GRPCCostCase, srv *grpcServer) func(b
 	}
 }
 
+// grpcCostRounds is how many times MeasureGRPCCosts runs every benchmark:
+// more than the HTTP cost's, for loopback gRPC calls vary more on a busy
+// machine.
+const grpcCostRounds = 7
+
 // MeasureGRPCCosts runs GRPCCostBenchmark for every library (and the
-// key-by-hand floor, last) and case, costRounds times over, interleaved,
-// and keeps each one's fastest run.
+// key-by-hand floor, last) and case, grpcCostRounds times over,
+// interleaved, and keeps each one's fastest run.
 func MeasureGRPCCosts(libs []GRPCLibrary) [][]Cost {
 	srv, err := startGRPCServer(nil, 0, 0)
 	if err != nil {
@@ -306,7 +290,7 @@ func MeasureGRPCCosts(libs []GRPCLibrary) [][]Cost {
 	for i := range out {
 		out[i] = make([]Cost, len(GRPCCostCases))
 	}
-	for range costRounds {
+	for range grpcCostRounds {
 		for j, cc := range GRPCCostCases {
 			for i, lib := range all {
 				r := testing.Benchmark(GRPCCostBenchmark(lib, cc, srv))

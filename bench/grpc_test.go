@@ -26,8 +26,8 @@ func TestGRPCQuick(t *testing.T) {
 		require.Positive(r.Storm.Requests)
 	}
 	var b strings.Builder
-	writeGRPCMarkdown(&b, res.GRPC)
-	require.Contains(b.String(), "## gRPC")
+	require.NoError(WriteGRPCMarkdown(&b, res.GRPC))
+	require.Contains(b.String(), "| total outage, attempts per call")
 }
 
 func BenchmarkGRPCCost(b *testing.B) {

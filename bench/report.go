@@ -114,9 +114,6 @@ func WriteMarkdown(w io.Writer, res Results) error {
 		return perRequest(float64(d.Attempts) / float64(max(d.Requests, 1)))
 	})
 	writeNotes(&b, res)
-	if len(res.GRPC.Libs) > 0 {
-		writeGRPCMarkdown(&b, res.GRPC)
-	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -37,6 +37,8 @@ type Settings struct {
 	Cost bool
 	// GRPC sizes the gRPC scenarios (none when OutageCalls is 0).
 	GRPC GRPCSettings
+	// OnlyGRPC runs the gRPC scenarios alone.
+	OnlyGRPC bool
 }
 
 // DefaultSettings are the sizes of the published results.
@@ -144,6 +146,9 @@ type Results struct {
 // Run runs every scenario on every library and logs progress to log.
 func Run(ctx context.Context, s Settings, log io.Writer) Results {
 	start := time.Now()
+	if s.OnlyGRPC {
+		return Results{Settings: s, GRPC: runGRPCLogged(ctx, s.GRPC, log), Took: time.Since(start)}
+	}
 	libs := Libraries()
 	rs := make([]LibResult, len(libs))
 	for i, l := range libs {
@@ -225,11 +230,16 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 	}
 	var grpcResults GRPCResults
 	if s.GRPC.OutageCalls > 0 && sleepCtx(ctx, s.StormPause) {
-		grpcResults = RunGRPC(ctx, s.GRPC, func(name string, took time.Duration) {
-			fmt.Fprintf(log, "%-40s %v\n", name, took.Round(time.Millisecond))
-		})
+		grpcResults = runGRPCLogged(ctx, s.GRPC, log)
 	}
 	return Results{Settings: s, Libs: rs, GRPC: grpcResults, Took: time.Since(start)}
+}
+
+// runGRPCLogged runs the gRPC scenarios, logging progress to log.
+func runGRPCLogged(ctx context.Context, s GRPCSettings, log io.Writer) GRPCResults {
+	return RunGRPC(ctx, s, func(name string, took time.Duration) {
+		fmt.Fprintf(log, "%-40s %v\n", name, took.Round(time.Millisecond))
+	})
 }
 
 // parallel calls f on every result at once and waits.

@@ -85,7 +85,7 @@ var errBadStoredCall = errors.New("grpcretry: malformed stored call")
 // encodeCall encodes what calling the method again needs: a version byte,
 // the method, the kept metadata (a count, then names and values), each
 // string preceded by its length as a uvarint, then the request message.
-func encodeCall(method string, body []byte, ctx context.Context, names []string) []byte {
+func encodeCall(ctx context.Context, method string, body []byte, names []string) []byte {
 	b := []byte{storedCallVersion}
 	b = appendBytes(b, []byte(method))
 	var kept metadata.MD

@@ -153,7 +153,7 @@ func (s *ServerInterceptor) Unary(ctx context.Context, req any, info *grpc.Unary
 	x := &exchange{s: s, method: info.FullMethod, out: m, req: req, handler: handler}
 	r := idempotency.Request{Caller: caller, Key: key, Fingerprint: Fingerprint(info.FullMethod, body)}
 	if s.resume != "" {
-		r.Work, r.Input = s.resume, encodeCall(info.FullMethod, body, ctx, s.resumeMD)
+		r.Work, r.Input = s.resume, encodeCall(ctx, info.FullMethod, body, s.resumeMD)
 	}
 	res, err := s.runner.Do(ctx, r, x.work)
 	resp, err := x.respond(ctx, res, err)
