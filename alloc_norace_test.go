@@ -34,3 +34,21 @@ func TestTransportAddsNoAllocationToAGetWithADeadline(t *testing.T) {
 	}
 	assert.Equal(t, get(base), get(retry.NewTransport(base)))
 }
+
+// A Caller's call that brings its own deadline and needs no key costs the
+// loop's mark on its context (so that a loop inside it makes one attempt)
+// and nothing more: the call's state stays on the stack. The attempt
+// function is the protocol's, made once here.
+func TestCallerCostsOneAllocationWithADeadline(t *testing.T) {
+	cl := retry.NewCaller()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	attempt := func(context.Context, int, bool) retry.Verdict { return retry.Verdict{} }
+	allocs := testing.AllocsPerRun(1000, func() {
+		call := retry.Call{Target: "svc", Method: "/svc/Get", Idempotent: true}
+		if _, err := cl.Run(ctx, &call, attempt); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Equal(t, 1.0, allocs)
+}

@@ -64,38 +64,7 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 // attemptContext gives the next attempt its context: the loop's, or, when
 // the attempt has a timeout, a child of it that the attempt's timer ends.
 func (rt *roundTrip) attemptContext() context.Context {
-	d := rt.attemptTimeout()
-	if d <= 0 {
-		return rt.ctx
-	}
-	ctx, cancel := context.WithCancel(rt.ctx)
-	rt.cancelAttempt, rt.ownsAttempt = cancel, true
-	rt.timer, rt.timeout = afterFunc(rt.c.clock, d, cancel), d
-	return ctx
-}
-
-// attemptTimeout is the time the next attempt may wait for its response:
-// the learned timeout with WithAdaptiveTimeout, else WithAttemptTimeout's,
-// else DefaultAttemptTimeout when nothing else bounds the attempt (no
-// deadline, and a base that does not bound itself); never beyond the
-// deadline. 0 means no timer.
-func (rt *roundTrip) attemptTimeout() time.Duration {
-	c := rt.c
-	var d time.Duration
-	switch {
-	case c.adaptive.timeout:
-		d = c.adaptive.attemptTimeoutFor(rt.estimate)
-	case c.attemptTimeout > 0:
-		d = c.attemptTimeout
-	case rt.deadline.IsZero() && !rt.t.bounded:
-		d = DefaultAttemptTimeout
-	default:
-		return 0
-	}
-	if rt.deadline.IsZero() {
-		return d
-	}
-	return attemptTimeout(d, rt.deadline, c.clock.Now())
+	return rt.bound.begin(rt.ctx, rt.c.clock, rt.c.boundFor(rt.estimate, rt.deadline, rt.t.bounded))
 }
 
 // send makes one request of the base transport and settles the attempt's
@@ -133,19 +102,13 @@ func sendTimed(base http.RoundTripper, req *http.Request, est *latencyEstimate, 
 // timed out: a response that came at the same moment is closed, since its
 // context, and so its body, is ending.
 func (rt *roundTrip) settle(resp *http.Response, err error) (*http.Response, error) {
-	if rt.timer == nil || rt.timer.Stop() {
-		rt.timer = nil
+	if !rt.bound.settle(rt.estimate) {
 		return resp, err
 	}
-	rt.timer = nil
-	rt.cancelAttempt() // the timer's own call may not have run yet
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
-	if rt.estimate != nil {
-		rt.estimate.ObserveCut(rt.timeout) // a cut attempt is evidence of a slower host
-	}
-	return nil, &AttemptTimeoutError{Timeout: rt.timeout, Err: err}
+	return nil, &AttemptTimeoutError{Timeout: rt.bound.timeout, Err: err}
 }
 
 // judge classifies an attempt's result.

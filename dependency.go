@@ -47,7 +47,7 @@ type dependency struct {
 
 	state  atomic.Int32
 	streak atomic.Int32 // attempts in a row that failed
-	used   atomic.Bool  // asked since the Transport last looked (see Transport.evictIdle)
+	used   atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
 
 	mu        sync.Mutex
 	queue     waitQueue // earliest deadline first

@@ -68,6 +68,13 @@
 //     metrics; module otelretry fills them for OpenTelemetry), WithReport,
 //     Budget.Stats and Transport.Dependencies.
 //
+// # Other protocols
+//
+// A Caller runs the calls of another protocol on the same loop, from the
+// same Options: module github.com/exactlyonce/retry/grpcretry builds its
+// gRPC client interceptors on it, and its server interceptors on
+// NewPushbackContext and package idempotency.
+//
 // The server half, which turns a repeated request into a replay of the first
 // outcome, is package github.com/exactlyonce/retry/idempotency.
 package retry

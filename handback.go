@@ -18,11 +18,11 @@ func (rt *roundTrip) handBack() *http.Response {
 	resp := rt.resp
 	// An attempt context whose parent can never end needs no cancel to be
 	// released once its timer is stopped.
-	attempt := rt.ownsAttempt && rt.ctx.Done() != nil
+	attempt := rt.bound.owns && rt.ctx.Done() != nil
 	if !attempt && !rt.ownsLoop {
 		return resp
 	}
-	cancels := [2]context.CancelFunc{rt.cancelAttempt, rt.cancelLoop}
+	cancels := [2]context.CancelFunc{rt.bound.cancel, rt.cancelLoop}
 	if resp.Body == nil {
 		cancels[0]()
 		cancels[1]()

@@ -2,17 +2,109 @@ package retry
 
 import (
 	"context"
+	"io"
 	"net/http"
-
-	"github.com/benbjohnson/clock"
+	"time"
 )
 
-// leg is the result of one of the concurrent sends of a hedged attempt.
-type leg struct {
-	resp   *http.Response
-	err    error
-	cancel context.CancelFunc
-	index  int // 0: the first send, 1: the hedge
+// hedgeLeg is the result of one of the concurrent sends of a hedged attempt.
+type hedgeLeg[R any] struct {
+	res    R
+	cancel context.CancelFunc // ends the send's context
+	index  int                // 0: the first send, 1: the hedge
+}
+
+// hedgeSends is what a protocol gives the loop's hedge: how to make a send
+// and what its result is worth. The hedge itself (when to send the second
+// copy, the budget's say, which copy wins, the losing copy's release, the
+// trace) is the same for every protocol.
+type hedgeSends[R any] struct {
+	// prepare readies send i (0 or 1) under its own context, which ends
+	// when the send loses; the returned func sends it, on a goroutine of
+	// its own. An error means the send cannot be made.
+	prepare func(ctx context.Context, i int) (send func() R, err error)
+	// good reports whether a send's result ends the attempt well.
+	good func(R) bool
+	// discard releases a result that lost, on the losing send's goroutine
+	// (nil: nothing to release).
+	discard func(R)
+}
+
+// hedge runs the sends of one hedged attempt under ctx: the first at once
+// and, if it has not answered after delay and the budget pays for it, a
+// second; the first good result wins, and the slower send is cancelled and
+// released. It returns the chosen result and how many sends were made (1
+// or 2), or the error of a first send that could not be made. The trace
+// hears of the hedge on loopCtx.
+func hedge[R any](ctx, loopCtx context.Context, c *config, delay time.Duration, s hedgeSends[R]) (hedgeLeg[R], int, error) {
+	results := make(chan hedgeLeg[R], 2)
+	var cancels [2]context.CancelFunc
+	launch := func(i int) error {
+		lctx, cancel := context.WithCancel(ctx)
+		send, err := s.prepare(lctx, i)
+		if err != nil {
+			cancel()
+			return err
+		}
+		cancels[i] = cancel
+		go func() { results <- hedgeLeg[R]{res: send(), cancel: cancel, index: i} }()
+		return nil
+	}
+	if err := launch(0); err != nil {
+		return hedgeLeg[R]{}, 1, err
+	}
+	if !hedgeDue(ctx, c, delay, results) || launch(1) != nil {
+		return <-results, 1, nil
+	}
+	first := <-results
+	if s.good(first.res) {
+		cancels[1-first.index]() // the slower send stops now
+		go discardHedgeLeg[R](results, s.discard)
+		c.trace.hedged(loopCtx, first.index == 1)
+		return first, 2, nil
+	}
+	releaseHedgeLeg(first, s.discard)
+	second := <-results
+	c.trace.hedged(loopCtx, second.index == 1 && s.good(second.res))
+	return second, 2, nil
+}
+
+// hedgeDue waits for the hedge delay and reports whether a hedge should be
+// sent now: the first send has not answered, the attempt is still on, and
+// the budget pays for the hedge.
+func hedgeDue[R any](ctx context.Context, c *config, delay time.Duration, results chan hedgeLeg[R]) bool {
+	timer := c.clock.Timer(delay)
+	select {
+	case l := <-results:
+		timer.Stop()
+		results <- l // put back for the caller
+		return false
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-timer.C:
+	}
+	return ctx.Err() == nil && (c.budget == nil || c.budget.AllowRetry(c.clock.Now()))
+}
+
+// releaseHedgeLeg cancels a losing send and releases its result.
+func releaseHedgeLeg[R any](l hedgeLeg[R], discard func(R)) {
+	l.cancel()
+	if discard != nil {
+		discard(l.res)
+	}
+}
+
+// discardHedgeLeg waits for the losing send, already cancelled, and
+// releases it.
+func discardHedgeLeg[R any](results <-chan hedgeLeg[R], discard func(R)) {
+	releaseHedgeLeg(<-results, discard)
+}
+
+// httpLeg is what one send of a Transport's hedged attempt brought.
+type httpLeg struct {
+	resp *http.Response
+	err  error
 }
 
 // hedgeable reports whether this request may be hedged: hedging is on, the
@@ -35,120 +127,76 @@ func (rt *roundTrip) hedgedAttempt(n int) outcome {
 // chosen result and the number of sends made (1 or 2). Each send is a deep
 // copy of the caller's request with a body of its own, so the losing send,
 // cancelled and drained after RoundTrip returned, shares nothing with the
-// caller, who may reuse the request by then.
+// caller, who may reuse the request by then. The sends see copies of what
+// they need, never the round trip itself, which stays on its goroutine's
+// stack.
 func (rt *roundTrip) hedged(ctx context.Context, n int) (*http.Response, error, int) {
-	results := make(chan leg, 2)
-	var cancels [2]context.CancelFunc
-	launch := func(i int) error {
-		lctx, cancel := context.WithCancel(ctx)
-		// The send's body first: a send that cannot be made is no attempt,
-		// and the trace hears of none (it would start a span never ended).
-		req, err := rt.legRequest(lctx)
-		if err != nil {
-			cancel()
-			return err
-		}
-		if actx := rt.c.trace.attemptStart(lctx, n+i, i == 1, rt.orig); actx != lctx {
-			req = req.WithContext(actx)
-		}
-		cancels[i] = cancel
-		go sendLeg(rt.t.base, req, rt.estimate, rt.c.clock, rt.c.trace, n+i, i, cancel, results)
-		return nil
+	h := &httpHedge{
+		base: rt.t.base, orig: rt.orig, key: rt.key, getBody: rt.body.getBody, noBody: rt.body.none,
+		est: rt.estimate, c: rt.c, idempotent: rt.idempotent, keyed: rt.keyed, n: n,
 	}
-	if err := launch(0); err != nil {
+	w, legs, err := hedge(ctx, rt.ctx, rt.c, rt.c.adaptive.hedgeDelayFor(rt.estimate),
+		hedgeSends[httpLeg]{prepare: h.prepare, good: h.good, discard: h.discard})
+	if err != nil {
 		return nil, err, 1
 	}
-	if !rt.hedgeDue(ctx, results) || launch(1) != nil {
-		first := <-results
-		return rt.keep(first), first.err, 1
-	}
-	clk := rt.c.clock
-	first := <-results
-	if rt.good(first) {
-		cancels[1-first.index]() // the slower send stops now
-		go discardLeg(results, clk)
-		rt.c.trace.hedged(rt.ctx, first.index == 1)
-		return rt.keep(first), nil, 2
-	}
-	discardLegResult(first, clk)
-	second := <-results
-	rt.c.trace.hedged(rt.ctx, second.index == 1 && rt.good(second))
-	return rt.keep(second), second.err, 2
+	rt.bound.also(w.cancel)
+	return w.res.resp, w.res.err, legs
 }
 
-// hedgeDue waits for the hedge delay and reports whether a hedge should be
-// sent now: the first send has not answered, the attempt is still on, and
-// the budget pays for the hedge.
-func (rt *roundTrip) hedgeDue(ctx context.Context, results chan leg) bool {
-	c := rt.c
-	timer := c.clock.Timer(c.adaptive.hedgeDelayFor(rt.estimate))
-	select {
-	case l := <-results:
-		timer.Stop()
-		results <- l // put back for the caller
-		return false
-	case <-ctx.Done():
-		timer.Stop()
-		return false
-	case <-timer.C:
-	}
-	return ctx.Err() == nil && (c.budget == nil || c.budget.AllowRetry(c.clock.Now()))
+// httpHedge is what the sends of a Transport's hedged attempt need.
+type httpHedge struct {
+	base              http.RoundTripper
+	orig              *http.Request
+	key               string
+	getBody           func() (io.ReadCloser, error)
+	noBody            bool
+	est               *latencyEstimate
+	c                 *config
+	idempotent, keyed bool
+	n                 int // the attempt's number
 }
 
-// legRequest copies the caller's request deeply for one send, with the key
+// prepare readies send i: a deep copy of the caller's request, with the key
 // and a body of its own.
-func (rt *roundTrip) legRequest(ctx context.Context) (*http.Request, error) {
-	req := rt.orig.Clone(ctx)
-	if rt.key != "" {
+func (h *httpHedge) prepare(ctx context.Context, i int) (func() httpLeg, error) {
+	tr := h.c.trace
+	req := h.orig.Clone(ctx)
+	if h.key != "" {
 		if req.Header == nil {
 			req.Header = make(http.Header, 1)
 		}
-		req.Header[rt.c.http.keyHeader] = []string{rt.key}
+		req.Header[h.c.http.keyHeader] = []string{h.key}
 	}
-	if !rt.body.none {
-		b, err := rt.body.getBody()
+	if !h.noBody {
+		b, err := h.getBody()
 		if err != nil {
 			return nil, err
 		}
-		req.Body, req.GetBody = b, rt.body.getBody
+		req.Body, req.GetBody = b, h.getBody
 	}
-	return req, nil
+	// The send's body first: a send that cannot be made is no attempt, and
+	// the trace hears of none (it would start a span never ended).
+	if actx := tr.attemptStart(ctx, h.n+i, i == 1, h.orig); actx != ctx {
+		req = req.WithContext(actx)
+	}
+	return func() httpLeg {
+		resp, err := sendTimed(h.base, req, h.est, h.c.clock)
+		tr.attemptEnd(req.Context(), h.n+i, resp, err)
+		return httpLeg{resp: resp, err: err}
+	}, nil
 }
 
-// sendLeg makes leg i, attempt n, of a hedged attempt and reports it on
-// results.
-func sendLeg(base http.RoundTripper, req *http.Request, est *latencyEstimate, clk clock.Clock, tr *Trace,
-	n, i int, cancel context.CancelFunc, results chan<- leg) {
-	resp, err := sendTimed(base, req, est, clk)
-	tr.attemptEnd(req.Context(), n, resp, err)
-	results <- leg{resp: resp, err: err, cancel: cancel, index: i}
-}
-
-// good reports whether a leg brought a response that ends the attempt well.
-func (rt *roundTrip) good(l leg) bool {
+// good reports whether a send brought a response that ends the attempt well.
+func (h *httpHedge) good(l httpLeg) bool {
 	if l.err != nil {
 		return false
 	}
+	judge := roundTrip{c: h.c, idempotent: h.idempotent, keyed: h.keyed}
 	var o outcome
-	rt.classifyResponse(l.resp, &o)
+	judge.classifyResponse(l.resp, &o)
 	return !o.failed()
 }
 
-// keep makes l the attempt's result: its context ends with the attempt's.
-func (rt *roundTrip) keep(l leg) *http.Response {
-	prev := rt.cancelAttempt
-	rt.cancelAttempt = func() { l.cancel(); prev() }
-	rt.ownsAttempt = true
-	return l.resp
-}
-
-// discardLegResult cancels a losing leg and releases its response.
-func discardLegResult(l leg, clk clock.Clock) {
-	l.cancel()
-	drain(l.resp, clk, settleTimeout)
-}
-
-// discardLeg waits for the losing leg, already cancelled, and releases it.
-func discardLeg(results <-chan leg, clk clock.Clock) {
-	discardLegResult(<-results, clk)
-}
+// discard releases the response of a send that lost.
+func (h *httpHedge) discard(l httpLeg) { drain(l.resp, h.c.clock, settleTimeout) }

@@ -66,7 +66,12 @@ type loopKeys struct {
 
 // keyFor returns the key of req in the current attempt, unquoted.
 func (k *loopKeys) keyFor(req *http.Request) string {
-	id := requestIdentity(req)
+	return k.keyForIdentity(requestIdentity(req))
+}
+
+// keyForIdentity returns the key of the request with identity id in the
+// current attempt, unquoted.
+func (k *loopKeys) keyForIdentity(id uint64) string {
 	k.mu.Lock()
 	if k.base == "" {
 		k.base = newKey(true)
@@ -93,9 +98,14 @@ func (k *loopKeys) newAttempt() {
 // requestIdentity hashes what makes a request the same request on every
 // attempt of a loop: its method and URL (without fragment or user info).
 func requestIdentity(req *http.Request) uint64 {
-	h := fnv.New64a()
 	u := req.URL
-	for _, s := range [...]string{req.Method, u.Scheme, u.Host, u.EscapedPath(), u.RawQuery} {
+	return identity(req.Method, u.Scheme, u.Host, u.EscapedPath(), u.RawQuery)
+}
+
+// identity hashes the parts that name a request.
+func identity(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, s := range parts {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -70,6 +70,27 @@ func GaveUp(ctx context.Context) error {
 	return nil
 }
 
+// NewPushbackContext returns a context in which the retry loops running
+// with it, or with a context derived from it (Do, a Transport, a Caller),
+// record that they gave up on a failing dependency, for GaveUp and
+// PushbackValue to tell. PushbackMiddleware gives every request one; an
+// integration of another protocol (module grpcretry) does the same for its
+// own servers.
+func NewPushbackContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, giveUpKey{}, &giveUp{})
+}
+
+// PushbackValue returns the value of PushbackHeader for the answer to the
+// request behind ctx (a context from NewPushbackContext): why a retry loop
+// running with it gave up ("exhausted", "budget", "deadline",
+// "retry-after", "dependency-down" or "pushback"), or "" when none did.
+func PushbackValue(ctx context.Context) string {
+	if r := GaveUp(ctx); r != nil {
+		return pushbackValue(r)
+	}
+	return ""
+}
+
 // PushbackMiddleware tells a service's callers not to retry when the
 // service's own retries gave up. It gives each request a context in which Do
 // and Transport record that they gave up (attempts exhausted, budget denied,

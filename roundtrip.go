@@ -40,18 +40,15 @@ type roundTrip struct {
 	// discarded for a retry: it is handed back if the request then waits
 	// for its dependency in vain. Nil when there is none, or its body was
 	// too long to keep.
-	kept          *http.Response
-	origSent      bool // the caller's body went to the base, which closes it
-	cancelAttempt context.CancelFunc
-	ownsAttempt   bool          // the current attempt has a context of its own
-	timer         stopper       // ends the current attempt; nil when it has no timeout
-	timeout       time.Duration // the current attempt's timeout
+	kept     *http.Response
+	origSent bool         // the caller's body went to the base, which closes it
+	bound    attemptBound // the current attempt's timeout and context
 }
 
 // start decides what the request is and what policy applies to it.
 func (rt *roundTrip) start(t *Transport, req *http.Request) {
 	rt.t, rt.c, rt.orig, rt.parent = t, &t.cfg, req, req.Context()
-	rt.cancelLoop, rt.cancelAttempt = noop, noop
+	rt.cancelLoop, rt.bound.cancel = noop, noop
 	lc := loopOf(rt.parent)
 	policy := policyOf(rt.parent)
 	if policy != nil || lc != nil {
@@ -79,7 +76,7 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 		rt.estimate = t.latency.For(req.URL.Host)
 	}
 	if !c.ride.off {
-		rt.dep = t.dependencyFor(req.URL.Host)
+		rt.dep = t.gates.get(req.URL.Host, t.cfg.clock)
 	}
 	rt.deadline = c.deadline(rt.parent)
 	rt.ctx, rt.cancelLoop = withTotalDeadline(rt.parent, c.clock, rt.deadline)
@@ -176,14 +173,7 @@ func (rt *roundTrip) abandon() {
 }
 
 // endAttempt ends the current attempt's context.
-func (rt *roundTrip) endAttempt() {
-	if rt.timer != nil {
-		rt.timer.Stop()
-		rt.timer = nil
-	}
-	rt.cancelAttempt()
-	rt.cancelAttempt, rt.ownsAttempt = noop, false
-}
+func (rt *roundTrip) endAttempt() { rt.bound.end() }
 
 // discard releases a response that is about to be retried, within the
 // wait before the retry (a body that has not ended when the wait does is

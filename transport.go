@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"sync"
-	"sync/atomic"
 )
 
 // Transport is an http.RoundTripper that retries what is safe to retry, at
@@ -59,12 +58,9 @@ type Transport struct {
 	bounded bool
 	// latency keeps per-host estimates when adaptive timeouts or hedging are on.
 	latency *latencyByHost
-	// deps are the hosts' gates (see RideThrough); idle ones are evicted
-	// once there are many (see evictIdle).
-	deps     sync.Map // host -> *dependency
-	depCount atomic.Int32
-	evictAt  atomic.Int32 // depCount at which idle gates are evicted next
-	evicting sync.Mutex
+	// gates are the hosts' gates (see RideThrough); idle ones are evicted
+	// once there are many.
+	gates gateSet
 
 	// zero and dflt serve the zero Transport.
 	zero sync.Once
@@ -132,59 +128,10 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// maxDependencies is how many hosts a Transport keeps a gate for before it
-// evicts the idle ones (up, nobody waiting, not asked for since the last
-// eviction); it then evicts again when it holds twice as many as it kept,
-// so memory stays within twice the hosts in use, and every host, however
-// many came before, rides through outages.
-const maxDependencies = 1024
-
-// dependencyFor returns the gate of host, made on first use with the
-// Transport's own clock: a request's options never shape it.
-func (t *Transport) dependencyFor(host string) *dependency {
-	if v, ok := t.deps.Load(host); ok {
-		d := v.(*dependency)
-		if !d.used.Load() {
-			d.used.Store(true)
-		}
-		return d
-	}
-	v, loaded := t.deps.LoadOrStore(host, newDependency(host, t.cfg.clock))
-	d := v.(*dependency)
-	d.used.Store(true)
-	if !loaded && t.depCount.Add(1) >= max(t.evictAt.Load(), maxDependencies) {
-		t.evictIdle()
-	}
-	return d
-}
-
-// evictIdle forgets the gates of hosts that are up, that nobody waits for,
-// and that no request asked for since the last eviction (the others are
-// marked unasked, and go next time if they stay so).
-func (t *Transport) evictIdle() {
-	if !t.evicting.TryLock() {
-		return // another request is at it
-	}
-	defer t.evicting.Unlock()
-	t.deps.Range(func(host, v any) bool {
-		d := v.(*dependency)
-		if !d.used.Swap(false) && d.idle() && t.deps.CompareAndDelete(host, d) {
-			t.depCount.Add(-1)
-		}
-		return true
-	})
-	t.evictAt.Store(2 * t.depCount.Load())
-}
-
 // Dependencies returns what the Transport knows of each host it sent to
 // (see RideThrough), for monitoring.
 func (t *Transport) Dependencies() []DependencyStats {
-	var out []DependencyStats
-	t.ready().deps.Range(func(_, d any) bool {
-		out = append(out, d.(*dependency).Stats())
-		return true
-	})
-	return out
+	return t.ready().gates.stats()
 }
 
 // errNilURL is what a request without a URL gets, as from net/http.

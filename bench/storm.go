@@ -117,6 +117,38 @@ func splitmix(n uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// offer makes cfg.Rate calls a second for cfg.Offer from start, each on a
+// goroutine of its own, never more than cfg.MaxInFlight at once (a call
+// due while they run is skipped), and waits for them; call makes call i
+// and reports whether it succeeded. It counts them in res.
+func (cfg StormConfig) offer(ctx context.Context, start time.Time, res *StormResult, call func(ctx context.Context, i int) bool) {
+	var (
+		wg                  sync.WaitGroup
+		inFlight, succeeded atomic.Int64
+	)
+	total := int(cfg.Offer.Seconds() * float64(cfg.Rate))
+	for i := range total {
+		due := start.Add(time.Duration(i) * time.Second / time.Duration(cfg.Rate))
+		if d := time.Until(due); d > 0 && !sleepCtx(ctx, d) {
+			break
+		}
+		if inFlight.Load() >= int64(cfg.MaxInFlight) {
+			res.Skipped++
+			continue
+		}
+		res.Requests++
+		inFlight.Add(1)
+		wg.Go(func() {
+			defer inFlight.Add(-1)
+			if call(ctx, i) {
+				succeeded.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	res.Succeeded = int(succeeded.Load())
+}
+
 // Storm runs a storm scenario for lib.
 func Storm(ctx context.Context, lib Library, cfg StormConfig) StormResult {
 	buckets := make([]atomic.Int64, int(cfg.Window/cfg.Bucket)+1)
@@ -146,34 +178,12 @@ func Storm(ctx context.Context, lib Library, cfg StormConfig) StormResult {
 	defer cancel()
 	start = time.Now()
 	close(begin)
-	var (
-		wg                  sync.WaitGroup
-		inFlight, succeeded atomic.Int64
-		res                 = StormResult{Bucket: cfg.Bucket}
-	)
-	total := int(cfg.Offer.Seconds() * float64(cfg.Rate))
-	for i := range total {
-		due := start.Add(time.Duration(i) * time.Second / time.Duration(cfg.Rate))
-		if d := time.Until(due); d > 0 && !sleepCtx(ctx, d) {
-			break
-		}
-		if inFlight.Load() >= int64(cfg.MaxInFlight) {
-			res.Skipped++
-			continue
-		}
-		res.Requests++
-		inFlight.Add(1)
-		wg.Go(func() {
-			defer inFlight.Add(-1)
-			code, _, err := send(ctx, client, http.MethodGet, srv.URL, "s"+strconv.Itoa(i), nil, cfg.RequestTimeout)
-			if err == nil && code/100 == 2 {
-				succeeded.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	res := StormResult{Bucket: cfg.Bucket}
+	cfg.offer(ctx, start, &res, func(ctx context.Context, i int) bool {
+		code, _, err := send(ctx, client, http.MethodGet, srv.URL, "s"+strconv.Itoa(i), nil, cfg.RequestTimeout)
+		return err == nil && code/100 == 2
+	})
 	<-ctx.Done() // the window is recorded whole
-	res.Succeeded = int(succeeded.Load())
 	res.Attempts = make([]int, len(buckets)-1)
 	for i := range res.Attempts {
 		res.Attempts[i] = int(buckets[i].Load())

@@ -35,11 +35,15 @@ type Settings struct {
 	StormPause time.Duration
 	// Cost runs the library-cost benchmarks.
 	Cost bool
+	// GRPC sizes the gRPC scenarios (none when OutageCalls is 0).
+	GRPC GRPCSettings
+	// OnlyGRPC runs the gRPC scenarios alone.
+	OnlyGRPC bool
 }
 
 // DefaultSettings are the sizes of the published results.
 func DefaultSettings() Settings {
-	return Settings{
+	s := Settings{
 		Seed:                   1,
 		DefaultsRequests:       100,
 		DefaultsWindow:         25 * time.Second,
@@ -74,6 +78,18 @@ func DefaultSettings() Settings {
 		StormPause: 2 * time.Second,
 		Cost:       true,
 	}
+	s.GRPC = DefaultGRPCSettings(s)
+	return s
+}
+
+// DefaultGRPCSettings are the sizes of the published gRPC results: the
+// HTTP outage and storm scenarios' shapes, and the demo's faults.
+func DefaultGRPCSettings(s Settings) GRPCSettings {
+	return GRPCSettings{
+		OutageCalls: s.PolicyRequests, Callers: s.Callers, CallerCalls: s.CallerRequests, OutageTimeout: s.PolicyRequestTimeout,
+		Charges: 1000, Concurrency: 16, Drop: 0.03, Reset: 0.03, Seed: s.Seed,
+		Storm: s.Storm, Cost: s.Cost,
+	}
 }
 
 // QuickSettings are small sizes for a smoke run of the whole suite.
@@ -94,6 +110,8 @@ func QuickSettings() Settings {
 	s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout = 50, 200*time.Millisecond, 200*time.Millisecond
 	s.StormPause = time.Millisecond
 	s.Cost = false
+	s.GRPC = DefaultGRPCSettings(s)
+	s.GRPC.Charges, s.GRPC.Concurrency = 100, 4
 	return s
 }
 
@@ -121,12 +139,16 @@ type LibResult struct {
 type Results struct {
 	Settings Settings
 	Libs     []LibResult
+	GRPC     GRPCResults
 	Took     time.Duration
 }
 
 // Run runs every scenario on every library and logs progress to log.
 func Run(ctx context.Context, s Settings, log io.Writer) Results {
 	start := time.Now()
+	if s.OnlyGRPC {
+		return Results{Settings: s, GRPC: runGRPCLogged(ctx, s.GRPC, log), Took: time.Since(start)}
+	}
 	libs := Libraries()
 	rs := make([]LibResult, len(libs))
 	for i, l := range libs {
@@ -206,7 +228,18 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 		rs[i].TwoHosts = TwoHosts(ctx, rs[i].Library, s.TwoHosts)
 		fmt.Fprintf(log, "%-40s %v\n", "two hosts, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 	}
-	return Results{Settings: s, Libs: rs, Took: time.Since(start)}
+	var grpcResults GRPCResults
+	if s.GRPC.OutageCalls > 0 && sleepCtx(ctx, s.StormPause) {
+		grpcResults = runGRPCLogged(ctx, s.GRPC, log)
+	}
+	return Results{Settings: s, Libs: rs, GRPC: grpcResults, Took: time.Since(start)}
+}
+
+// runGRPCLogged runs the gRPC scenarios, logging progress to log.
+func runGRPCLogged(ctx context.Context, s GRPCSettings, log io.Writer) GRPCResults {
+	return RunGRPC(ctx, s, func(name string, took time.Duration) {
+		fmt.Fprintf(log, "%-40s %v\n", name, took.Round(time.Millisecond))
+	})
 }
 
 // parallel calls f on every result at once and waits.

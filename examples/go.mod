@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/exactlyonce/retry v0.0.0
+	github.com/exactlyonce/retry/grpcretry v0.0.0
 	github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
 	github.com/exactlyonce/retry/otelretry v0.0.0
 	github.com/go-sql-driver/mysql v1.10.2
@@ -11,12 +12,15 @@ require (
 	github.com/nats-io/nats.go v1.56.0
 	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
+	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -47,13 +51,18 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
 	github.com/exactlyonce/retry => ../
+	github.com/exactlyonce/retry/grpcretry => ../grpcretry
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
 	github.com/exactlyonce/retry/otelretry => ../otelretry
 )

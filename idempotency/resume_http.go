@@ -124,7 +124,9 @@ func decodeRequest(ctx context.Context, b []byte) (*http.Request, []byte, error)
 		b = rest
 	}
 	u, err := url.ParseRequestURI(fields[2])
-	if err != nil || fields[0] == "" || strings.ContainsAny(fields[0], " \t\r\n") {
+	// An opaque URI ("a:b") is no request's: its RequestURI is not itself,
+	// and serving it again would serve another request.
+	if err != nil || u.Opaque != "" || fields[0] == "" || strings.ContainsAny(fields[0], " \t\r\n") {
 		return nil, nil, errBadStoredRequest
 	}
 	r := (&http.Request{

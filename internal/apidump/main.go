@@ -30,6 +30,7 @@ var packages = []struct{ dir, file string }{
 	{"idempotency/consumer", "consumer.txt"},
 	{"natsconsumer", "natsconsumer.txt"},
 	{"amqpconsumer", "amqpconsumer.txt"},
+	{"grpcretry", "grpcretry.txt"},
 }
 
 func main() {

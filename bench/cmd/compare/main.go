@@ -1,11 +1,13 @@
 // Command compare runs every benchmark scenario on this module's client, a
 // plain http.Client, a naive retry loop and the peer libraries, all on
 // loopback, and writes results/results.md (a Markdown table) and
-// results/storm.svg (the retry storm over time).
+// results/storm.svg (the retry storm over time); then the gRPC scenarios
+// on grpcretry, grpc-go's own retry and go-grpc-middleware's, and writes
+// results/grpc.md. With -grpc it runs and writes the gRPC part alone.
 //
 // Usage, from the bench directory:
 //
-//	go run ./cmd/compare [-out results] [-quick] [-benchtime 150ms]
+//	go run ./cmd/compare [-out results] [-quick] [-grpc] [-benchtime 150ms]
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +38,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "results", "directory for results.md and storm.svg")
 	quick := fs.Bool("quick", false, "small sizes, no cost benchmarks (a smoke run of a few seconds)")
 	benchtime := fs.Duration("benchtime", 150*time.Millisecond, "run time of each library-cost benchmark")
+	onlyGRPC := fs.Bool("grpc", false, "run the gRPC scenarios alone and write grpc.md")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -42,7 +46,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 || *benchtime <= 0 {
-		fmt.Fprintln(stderr, "usage: compare [-out dir] [-quick] [-benchtime d]")
+		fmt.Fprintln(stderr, "usage: compare [-out dir] [-quick] [-grpc] [-benchtime d]")
 		return 2
 	}
 	testing.Init()
@@ -54,32 +58,47 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		s = bench.QuickSettings()
 	}
+	s.OnlyGRPC = *onlyGRPC
 	ctx, cancel := context.WithTimeout(context.Background(), maxRunTime)
 	defer cancel()
 	res := bench.Run(ctx, s, stderr)
-	if err := write(*out, res); err != nil {
+	written, err := write(*out, res)
+	if err != nil {
 		fmt.Fprintln(stderr, "compare:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "wrote %s and %s in %v\n", filepath.Join(*out, "results.md"), filepath.Join(*out, "storm.svg"),
-		res.Took.Round(time.Second))
+	fmt.Fprintf(stdout, "wrote %s in %v\n", strings.Join(written, ", "), res.Took.Round(time.Second))
 	return 0
 }
 
-// write renders the results into dir.
-func write(dir string, res bench.Results) error {
+// write renders the results into dir and returns the files written.
+func write(dir string, res bench.Results) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	var md, svg bytes.Buffer
-	if err := bench.WriteMarkdown(&md, res); err != nil {
-		return err
+	files := map[string]func(io.Writer, bench.Results) error{}
+	if !res.Settings.OnlyGRPC {
+		files["results.md"] = bench.WriteMarkdown
+		files["storm.svg"] = bench.WriteStormSVG
 	}
-	if err := bench.WriteStormSVG(&svg, res); err != nil {
-		return err
+	if len(res.GRPC.Libs) > 0 {
+		files["grpc.md"] = func(w io.Writer, r bench.Results) error { return bench.WriteGRPCMarkdown(w, r.GRPC) }
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), md.Bytes(), 0o644); err != nil {
-		return err
+	var written []string
+	for _, name := range []string{"results.md", "storm.svg", "grpc.md"} {
+		render, ok := files[name]
+		if !ok {
+			continue
+		}
+		var b bytes.Buffer
+		if err := render(&b, res); err != nil {
+			return written, err
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return written, err
+		}
+		written = append(written, path)
 	}
-	return os.WriteFile(filepath.Join(dir, "storm.svg"), svg.Bytes(), 0o644)
+	return written, nil
 }

@@ -24,7 +24,7 @@ func TestBadFlags(t *testing.T) {
 
 func TestWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	if err := write(dir, bench.Results{Settings: bench.QuickSettings()}); err != nil {
+	if _, err := write(dir, bench.Results{Settings: bench.QuickSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"results.md", "storm.svg"} {

@@ -1,0 +1,93 @@
+package retry
+
+import (
+	"context"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// attemptBound is the timeout of the attempt out now and the context it
+// ends, for every protocol the loop serves (a Transport's round trip, a
+// Caller's call). The attempt's context is a child of the loop's that a
+// timer cancels: the timer stops when the attempt has its answer (the
+// response's headers, a gRPC reply or first message), and the context ends
+// when the answer is released (a body closed, a stream ended), so a timeout
+// never cuts off an answer being read.
+type attemptBound struct {
+	cancel  context.CancelFunc // ends the attempt's context; noop when it has none of its own
+	owns    bool               // the attempt has a context of its own
+	timer   stopper            // ends the attempt; nil when it has no timeout
+	timeout time.Duration      // the attempt's timeout
+}
+
+// boundFor is the time the next attempt may wait for its answer: the
+// learned timeout with WithAdaptiveTimeout (from est), else
+// WithAttemptTimeout's, else DefaultAttemptTimeout when nothing else bounds
+// the attempt (no deadline, and a base that does not bound itself); never
+// beyond the deadline. 0 means no timer.
+func (c *config) boundFor(est *latencyEstimate, deadline time.Time, bounded bool) time.Duration {
+	var d time.Duration
+	switch {
+	case c.adaptive.timeout:
+		d = c.adaptive.attemptTimeoutFor(est)
+	case c.attemptTimeout > 0:
+		d = c.attemptTimeout
+	case deadline.IsZero() && !bounded:
+		d = DefaultAttemptTimeout
+	default:
+		return 0
+	}
+	if deadline.IsZero() {
+		return d
+	}
+	return attemptTimeout(d, deadline, c.clock.Now())
+}
+
+// begin gives the next attempt its context: ctx, or, when the attempt has
+// a timeout d, a child of it that a timer on clk ends after d.
+func (b *attemptBound) begin(ctx context.Context, clk clock.Clock, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	actx, cancel := context.WithCancel(ctx)
+	b.cancel, b.owns = cancel, true
+	b.timer, b.timeout = afterFunc(clk, d, cancel), d
+	return actx
+}
+
+// settle stops the attempt's timer once the attempt has its answer, and
+// reports whether the timer had fired first: the attempt then timed out
+// whatever came back, its context is ended now (the timer's own call may
+// not have run yet), and est, when kept, learns that the dependency got
+// slower.
+func (b *attemptBound) settle(est *latencyEstimate) (cut bool) {
+	if b.timer == nil || b.timer.Stop() {
+		b.timer = nil
+		return false
+	}
+	b.timer = nil
+	b.cancel()
+	if est != nil {
+		est.ObserveCut(b.timeout) // a cut attempt is evidence of a slower dependency
+	}
+	return true
+}
+
+// end ends the attempt's context and stops its timer.
+func (b *attemptBound) end() {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.cancel()
+	b.cancel, b.owns = noop, false
+}
+
+// also makes cancel end with the attempt's context (the context of a
+// hedge's winning copy).
+func (b *attemptBound) also(cancel context.CancelFunc) {
+	prev := b.cancel
+	b.cancel = func() { cancel(); prev() }
+	b.owns = true
+}

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"time"
+
+	grpcmw "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/exactlyonce/retry/grpcretry"
+)
+
+// GRPCLibrary is one way of making gRPC calls under comparison.
+type GRPCLibrary struct {
+	// Name is the short name used in tables.
+	Name string
+	// Retries is false for the bare client.
+	Retries bool
+	// Dial returns the dial options of one client: a connection made with
+	// them retries as the library does. Connections made with one result
+	// share its state (our budget, grpc-go's throttle is per connection).
+	Dial func() []grpc.DialOption
+}
+
+// GRPCLibraries returns the gRPC clients under comparison: ours, a bare
+// grpc-go client, grpc-go's built-in retry and go-grpc-middleware's retry
+// interceptor, each with a 4-attempt policy (the peers' retries are off by
+// default).
+func GRPCLibraries() []GRPCLibrary {
+	return []GRPCLibrary{
+		{Name: "exactlyonce (grpcretry)", Retries: true, Dial: dialOurs},
+		{Name: "grpc-go, no retry", Dial: func() []grpc.DialOption { return nil }},
+		{Name: "grpc-go retryPolicy + retryThrottling", Retries: true, Dial: dialBuiltIn},
+		{Name: "go-grpc-middleware retry", Retries: true, Dial: dialMiddleware},
+	}
+}
+
+// dialOurs is grpcretry's Client with its defaults (4 attempts, full
+// jitter from 100 ms, the budget, riding through outages).
+func dialOurs() []grpc.DialOption {
+	c := grpcretry.NewClient()
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}
+}
+
+// builtInServiceConfig is grpc-go's retry as its documentation shows it:
+// a retryPolicy listing UNAVAILABLE with 4 attempts, exponential backoff
+// from 100 ms (grpc-go's jitter: +-20%), and retryThrottling.
+const builtInServiceConfig = `{
+  "methodConfig": [{
+    "name": [{"service": "exactlyonce.grpcretry.payments.Payments"}],
+    "retryPolicy": {
+      "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
+      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }],
+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+}`
+
+func dialBuiltIn() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultServiceConfig(builtInServiceConfig)}
+}
+
+// dialMiddleware is go-grpc-middleware's retry interceptor with 4 attempts
+// (its default is none), its default codes (UNAVAILABLE,
+// RESOURCE_EXHAUSTED) and exponential backoff from 100 ms with 10% jitter.
+func dialMiddleware() []grpc.DialOption {
+	opts := []grpcmw.CallOption{
+		grpcmw.WithMax(4),
+		grpcmw.WithCodes(codes.Unavailable, codes.ResourceExhausted),
+		grpcmw.WithBackoff(grpcmw.BackoffExponentialWithJitter(100*time.Millisecond, 0.1)),
+	}
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(grpcmw.UnaryClientInterceptor(opts...)),
+		grpc.WithChainStreamInterceptor(grpcmw.StreamClientInterceptor(opts...)),
+	}
+}

@@ -1,0 +1,155 @@
+package grpcretry
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/exactlyonce/retry"
+)
+
+// Unary is the Client's unary client interceptor (a
+// grpc.UnaryClientInterceptor): it makes the call on the retry loop. A
+// method whose descriptor declares idempotency_level NO_SIDE_EFFECTS or
+// IDEMPOTENT is retried as it is; any other gets an idempotency key in its
+// metadata (KeyMetadata), the same on every attempt, unless the call
+// brings its own. Attempts are hedged when retry.WithHedging is on, each
+// copy into a reply of its own, the winner's merged into reply.
+func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	u := &unaryCall{
+		method: method, req: req, reply: reply, cc: cc, invoker: invoker,
+		call: retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe()},
+	}
+	u.call.Options = policyOf(opts)
+	u.ownKey(ctx)
+	_, isProto := reply.(proto.Message)
+	u.call.Hedgeable = isProto
+	u.opts = append(append(u.optsBuf[:0], opts...), grpc.Trailer(&u.trailer))
+	v, err := c.caller.Run(ctx, &u.call, u.attempt)
+	if h, ok := v.Result.(*hedgeCopy); ok {
+		h.deliver(reply, opts)
+	}
+	if err != nil {
+		return callErr(err)
+	}
+	return nil
+}
+
+// unaryCall is one unary call through the Client: what each attempt needs.
+type unaryCall struct {
+	call       retry.Call
+	method     string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption // the caller's, and one that reads the trailer
+	optsBuf    [4]grpc.CallOption
+	trailer    metadata.MD
+	addKey     bool // the key goes in the attempts' metadata (the caller sent none)
+}
+
+// ownKey keeps a key the caller put in the outgoing metadata; a blank one
+// is taken out, to be replaced.
+func (u *unaryCall) ownKey(ctx context.Context) {
+	u.addKey = true
+	if k := ownKey(ctx); k != "" {
+		u.call.Key, u.addKey = k, false
+	}
+}
+
+// attempt makes attempt n of the call under ctx.
+func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) retry.Verdict {
+	ctx = withKey(ctx, &u.call, u.addKey)
+	if hedge {
+		return u.copy(ctx)
+	}
+	u.trailer = nil
+	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
+	return verdictOf(err, u.trailer, u.call.Key != "")
+}
+
+// copy makes one copy of a hedged attempt, into a reply, header, trailer
+// and peer of its own: the other copy runs at the same time.
+func (u *unaryCall) copy(ctx context.Context) retry.Verdict {
+	h := &hedgeCopy{reply: u.reply.(proto.Message).ProtoReflect().New().Interface()}
+	opts := make([]grpc.CallOption, 0, len(u.opts)+2)
+	for _, o := range u.opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption:
+			// The caller's: filled from the winning copy.
+		default:
+			opts = append(opts, o)
+		}
+	}
+	opts = append(opts, grpc.Header(&h.header), grpc.Trailer(&h.trailer), grpc.Peer(&h.peer))
+	err := u.invoker(ctx, u.method, u.req, h.reply, u.cc, opts...)
+	v := verdictOf(err, h.trailer, u.call.Key != "")
+	v.Result = h
+	return v
+}
+
+// hedgeCopy is what one copy of a hedged attempt received.
+type hedgeCopy struct {
+	reply           proto.Message
+	header, trailer metadata.MD
+	peer            peer.Peer
+}
+
+// deliver gives the caller what the winning copy received: its reply, and
+// its header, trailer and peer to the caller's options that ask for them.
+func (h *hedgeCopy) deliver(reply any, opts []grpc.CallOption) {
+	if m, ok := reply.(proto.Message); ok {
+		proto.Reset(m)
+		proto.Merge(m, h.reply)
+	}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = h.header
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = h.trailer
+		case grpc.PeerCallOption:
+			*o.PeerAddr = h.peer
+		}
+	}
+}
+
+// ownKey returns the key the caller put in the outgoing metadata, or "".
+func ownKey(ctx context.Context) string {
+	for _, k := range metadata.ValueFromOutgoingContext(ctx, KeyMetadata) {
+		if !blank(k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// blank reports whether a key value is empty: spaces and tabs, with or
+// without an empty pair of quotes.
+func blank(v string) bool {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v == "" || v == `""`
+}
+
+// withKey adds the call's key to ctx's outgoing metadata, when the Client
+// made it. A blank key the caller sent is replaced.
+func withKey(ctx context.Context, call *retry.Call, add bool) context.Context {
+	if !add || call.Key == "" {
+		return ctx
+	}
+	if len(metadata.ValueFromOutgoingContext(ctx, KeyMetadata)) > 0 {
+		md, _ := metadata.FromOutgoingContext(ctx) // a copy
+		md.Set(KeyMetadata, call.Key)
+		return metadata.NewOutgoingContext(ctx, md)
+	}
+	return metadata.AppendToOutgoingContext(ctx, KeyMetadata, call.Key)
+}
