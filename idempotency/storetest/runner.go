@@ -174,8 +174,11 @@ func testSweepersRaceClaims(t *testing.T, h Harness) {
 	n, err := h.Store.DeleteExpired(ctx, 0)
 	noErr(t, "DeleteExpired", err)
 	// A record a claim replaced first is not there to remove; one a
-	// sweeper removed first, the claim makes afresh.
-	if total := removed.Load() + int64(n); total < keys/2 || total > keys {
+	// sweeper removed first, the claim makes afresh. A store may also
+	// reclaim expired records as it claims (MemoryStore does), so fewer
+	// may be counted here; none is counted twice, and the reads below
+	// check that every expired record is gone.
+	if total := removed.Load() + int64(n); total > keys {
 		t.Fatalf("removed %d of %d expired records", total, keys)
 	}
 	for i := range keys {
