@@ -1,14 +1,10 @@
 package retry
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"sync/atomic"
-	"time"
-
-	"github.com/benbjohnson/clock"
 )
 
 // handBack returns the last response with its body intact. Closing the body
@@ -68,49 +64,6 @@ type cancelOnCloseRW struct {
 
 // Write writes to the connection.
 func (b *cancelOnCloseRW) Write(p []byte) (int, error) { return b.w.Write(p) }
-
-// drain reads up to drainLimit bytes of a response body that will not be used
-// and closes it, so its connection goes back to the pool. A body that has
-// not ended within bound is closed where it stands (its connection is not
-// reused), so a stalled body never holds the caller.
-func drain(resp *http.Response, clk clock.Clock, bound time.Duration) {
-	if resp == nil || resp.Body == nil {
-		return
-	}
-	body := &closeOnce{ReadCloser: resp.Body}
-	if bound > 0 {
-		t := afterFunc(clk, bound, func() { body.Close() })
-		io.CopyN(io.Discard, body, drainLimit)
-		t.Stop()
-	}
-	body.Close()
-}
-
-// keep drains a response that is about to be retried, as drain does, and
-// returns a copy of it whose body is the bytes read, for handing back
-// later: nil when the body did not end within bound and drainLimit (it is
-// then closed where it stands, and cannot be had whole).
-func keep(resp *http.Response, clk clock.Clock, bound time.Duration) *http.Response {
-	if resp.ContentLength > drainLimit || bound <= 0 {
-		drain(resp, clk, bound)
-		return nil
-	}
-	var b []byte
-	if resp.Body != nil {
-		body := &closeOnce{ReadCloser: resp.Body}
-		t := afterFunc(clk, bound, func() { body.Close() })
-		read, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
-		t.Stop()
-		body.Close()
-		if err != nil || len(read) > drainLimit {
-			return nil
-		}
-		b = read
-	}
-	kept := *resp
-	kept.Body = io.NopCloser(bytes.NewReader(b))
-	return &kept
-}
 
 // closeOnce closes its body once, whoever asks first.
 type closeOnce struct {

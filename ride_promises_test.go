@@ -121,7 +121,9 @@ func TestTheContextsErrorIsNeverHiddenByAWait(t *testing.T) {
 		downHost(t, tr, "http://down.test/")
 		client := &http.Client{Transport: tr}
 
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		// Both end before the first probe is due (100 ms after the host
+		// went down): they never get a response to hand back.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Millisecond)
 		defer cancel()
 		_, err := client.Do(mustRequest(ctx, "http://down.test/"))
 		var e *retry.Error
@@ -393,8 +395,53 @@ func TestAStalledBodyNeverDelaysARetry(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Len(t, sent, 2)
-		assert.LessOrEqual(t, sent[1]-sent[0], 2*time.Millisecond, "the retry went when its wait ended")
+		assert.LessOrEqual(t, sent[1]-sent[0], 6*time.Millisecond,
+			"the retry went once the body had sent nothing for 5 ms after the wait")
 	})
+}
+
+// A body still arriving when the wait before the retry ends is read to its
+// end, so its connection is reused: only a body that stalls is cut off.
+func TestABodyStillArrivingIsDrainedWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var read atomic.Int64
+		var readAtRetry int64
+		attempts := 0
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			attempts++
+			if attempts > 1 {
+				readAtRetry = read.Load()
+				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			}
+			pr, pw := io.Pipe()
+			go func() {
+				for range 8 { // 4 KiB over 8 ms
+					pw.Write(make([]byte, 512))
+					time.Sleep(time.Millisecond)
+				}
+				pw.Close()
+			}()
+			body := readCounter{pr, &read}
+			return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: 4096, Body: body, Request: r}, nil
+		})
+		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(time.Millisecond)))
+		resp, err := (&http.Client{Transport: tr}).Do(mustRequest(context.Background(), "http://dep.test/"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, int64(4096), readAtRetry, "the body was read whole before the retry")
+	})
+}
+
+// readCounter counts the bytes read from its body.
+type readCounter struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (r readCounter) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(n))
+	return n, err
 }
 
 // A budget drained by one host's outage does not take a healthy host as

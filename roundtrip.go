@@ -176,8 +176,9 @@ func (rt *roundTrip) abandon() {
 func (rt *roundTrip) endAttempt() { rt.bound.end() }
 
 // discard releases a response that is about to be retried, within the
-// wait before the retry (a body that has not ended when the wait does is
-// closed where it stands), and returns what is left of the wait. When the
+// wait before the retry (a body still arriving when the wait ends is read
+// on while it keeps arriving; one that stalls is closed where it stands),
+// and returns what is left of the wait. When the
 // request may wait for its dependency after that, the body is kept in
 // memory as it is drained, up to drainLimit, so that a wait in vain can
 // still hand the response back.
@@ -185,11 +186,10 @@ func (rt *roundTrip) discard(wait time.Duration) time.Duration {
 	if rt.resp != nil {
 		clk := rt.c.clock
 		start := clk.Now()
-		bound := min(rt.settleBound(), wait)
 		if rt.dep != nil {
-			rt.kept = keep(rt.resp, clk, bound)
+			rt.kept = keep(rt.resp, clk, wait, rt.settleBound())
 		} else {
-			drain(rt.resp, clk, bound)
+			drain(rt.resp, clk, wait, rt.settleBound())
 		}
 		rt.resp = nil
 		wait = max(0, wait-clk.Since(start))

@@ -41,8 +41,10 @@ import (
 //
 // The caller's request is never modified. Bodies are replayed with GetBody,
 // or buffered while first sent up to WithBodyBufferLimit. Retried responses
-// are drained (up to 64 KiB, for at most a second) and closed so their
-// connections are reused. When retrying stops on a response, that response
+// are drained during the wait before the retry (up to 64 KiB, for at most a
+// second; past the wait only while the body keeps arriving, so a stalled
+// body never delays the retry) and closed so their connections are reused.
+// When retrying stops on a response, that response
 // is returned with its body intact and a nil error; WithReport tells why
 // retrying stopped. A transport failure ends in an *Error carrying the last
 // error.
