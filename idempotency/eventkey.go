@@ -11,7 +11,9 @@ import (
 // WithKeyFromJSON takes each request's key from its JSON body, at pointer
 // (an RFC 6901 JSON Pointer such as "/id" or "/event/id"), instead of from
 // a header: for webhook receivers whose sender puts the event id in the
-// body, as Stripe does ("/id"). The value must be a string or a number
+// body, as Stripe does ("/id"). A token that is a decimal index ("0",
+// "12") picks an array's element, so "/0/sg_event_id" keys a body that
+// posts its events as an array by its first event's id. The value must be a string or a number
 // that makes a valid key (see ParseKey; a string is taken as it is, never
 // unquoted); a body that is not JSON, or lacks it, gets 400 (code
 // idempotency_key_missing), a value that cannot be a key 400 (code
@@ -86,6 +88,41 @@ func (h *jsonKeyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r2)
 }
 
+// member returns what token refers to in v (RFC 6901, section 4): an
+// object's member of that name, or an array's element at that index,
+// written in decimal without leading zeros ("-", past the last element,
+// refers to nothing there is).
+func member(v any, token string) (any, bool) {
+	switch c := v.(type) {
+	case map[string]any:
+		m, ok := c[token]
+		return m, ok
+	case []any:
+		i, ok := arrayIndex(token)
+		if !ok || i >= len(c) {
+			return nil, false
+		}
+		return c[i], true
+	}
+	return nil, false
+}
+
+// arrayIndex parses an RFC 6901 array index: "0", or digits that do not
+// start with 0.
+func arrayIndex(token string) (int, bool) {
+	if token == "" || len(token) > 9 || (len(token) > 1 && token[0] == '0') {
+		return 0, false
+	}
+	i := 0
+	for _, c := range []byte(token) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+	}
+	return i, true
+}
+
 // jsonKey returns the string or number at the pointer's tokens in body.
 func jsonKey(body []byte, tokens []string) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -95,11 +132,8 @@ func jsonKey(body []byte, tokens []string) (string, bool) {
 		return "", false
 	}
 	for _, t := range tokens {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		if v, ok = obj[t]; !ok {
+		var ok bool
+		if v, ok = member(v, t); !ok {
 			return "", false
 		}
 	}

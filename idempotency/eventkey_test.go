@@ -69,6 +69,37 @@ func TestKeyFromJSONNestedAndNumber(t *testing.T) {
 	assert.Equal(t, int32(1), handled.Load())
 }
 
+// Array indices in the pointer pick elements, as RFC 6901 says: events
+// posted as an array (SendGrid's style) are keyed by their first event.
+// Regression: arrays were never entered, so every delivery got 400.
+func TestKeyFromJSONArrayIndex(t *testing.T) {
+	h, handled := webhook(t, idempotency.WithKeyFromJSON("/0/sg_event_id"))
+	batch := `[{"sg_event_id":"ev-1","event":"delivered"},{"sg_event_id":"ev-2","event":"open"}]`
+	first := post(h, batch)
+	require.Equal(t, http.StatusOK, first.Code, first.Body.String())
+	again := post(h, batch)
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), handled.Load())
+
+	second, _ := webhook(t, idempotency.WithKeyFromJSON("/events/1/id"))
+	assert.Equal(t, http.StatusOK, post(second, `{"events":[{"id":"a"},{"id":"b"}]}`).Code)
+
+	for _, body := range []string{
+		`[]`,            // no element 0
+		`[{"other":1}]`, // an element without the member
+	} {
+		assert.Equal(t, http.StatusBadRequest, post(h, body).Code, body)
+	}
+	for _, pointer := range []string{"/01/id", "/-/id", "/1e0/id", "/+1/id", "/x/id", "/99999999999/id"} {
+		h, _ := webhook(t, idempotency.WithKeyFromJSON(pointer))
+		assert.Equal(t, http.StatusBadRequest, post(h, `[{"id":"a"},{"id":"b"}]`).Code, pointer)
+	}
+	// An object's member named by digits is still a member.
+	numbered, _ := webhook(t, idempotency.WithKeyFromJSON("/0/id"))
+	assert.Equal(t, http.StatusOK, post(numbered, `{"0":{"id":"n"}}`).Code)
+	assert.Equal(t, int32(1), handled.Load())
+}
+
 // Bodies without a usable event id get problems, and the handler never runs.
 func TestKeyFromJSONProblems(t *testing.T) {
 	h, handled := webhook(t, idempotency.WithKeyFromJSON("/id"), idempotency.WithMaxRequestBody(64))
