@@ -65,6 +65,9 @@ func writeGRPCMarkdown(b *strings.Builder, res GRPCResults) {
 	row(fmt.Sprintf("retry storm: peak attempts/s (offered %d/s)", st.Rate), func(r GRPCLibResult) string {
 		return fmt.Sprintf("%.0f", r.Storm.Peak())
 	})
+	row("retry storm: time taken by calls made after the recovery, p50 / p99", func(r GRPCLibResult) string {
+		return fmt.Sprintf("%s / %s", latency(r.Storm.AfterQuantile(0.5)), latency(r.Storm.AfterQuantile(0.99)))
+	})
 	bare := bareGRPC(res)
 	if s.Cost && len(bare.Costs) > 0 {
 		for j, cc := range GRPCCostCases {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/exactlyonce/retry"
 )
@@ -9,11 +10,21 @@ import (
 // newOurs is this module's Transport: with Defaults, exactly NewClient's
 // policy (its retry budget included).
 func newOurs(p Policy, base http.RoundTripper) Client {
-	var opts []retry.Option
-	if p == Comparable {
-		opts = append(opts,
-			retry.WithMaxAttempts(PolicyAttempts),
-			retry.WithBackoff(retry.FullJitter(PolicyBase, PolicyCap)))
+	return &http.Client{Transport: retry.NewTransport(base, oursOptions(p)...)}
+}
+
+// oursOptions are the options of policy p.
+func oursOptions(p Policy) []retry.Option {
+	if p != Comparable {
+		return nil
 	}
-	return &http.Client{Transport: retry.NewTransport(base, opts...)}
+	return []retry.Option{
+		retry.WithMaxAttempts(PolicyAttempts),
+		retry.WithBackoff(retry.FullJitter(PolicyBase, PolicyCap)),
+	}
+}
+
+// newOursBounded is newOurs with WithAttemptTimeout(d).
+func newOursBounded(p Policy, base http.RoundTripper, d time.Duration) Client {
+	return &http.Client{Transport: retry.NewTransport(base, append(oursOptions(p), retry.WithAttemptTimeout(d))...)}
 }

@@ -58,6 +58,9 @@ type Library struct {
 	Idiomatic bool
 	// New returns a client over base with policy p.
 	New func(p Policy, base http.RoundTripper) Client
+	// Bounded, if set, returns the library's client with policy p and
+	// each attempt bounded by its own option (see NewBounded).
+	Bounded func(p Policy, base http.RoundTripper, attemptTimeout time.Duration) Client
 	// Middleware, if set, wraps the handlers of services that call out with
 	// the library (ours: retry.PushbackMiddleware).
 	Middleware func(http.Handler) http.Handler
@@ -67,7 +70,7 @@ type Library struct {
 // plain client, the naive loop and the peers.
 func Libraries() []Library {
 	return []Library{
-		{Name: "exactlyonce", HasDefaults: true, Retries: true, QuickDefaults: true, New: newOurs, Middleware: retry.PushbackMiddleware},
+		{Name: "exactlyonce", HasDefaults: true, Retries: true, QuickDefaults: true, New: newOurs, Bounded: newOursBounded, Middleware: retry.PushbackMiddleware},
 		{Name: "plain http.Client", HasDefaults: true, QuickDefaults: true, New: newPlain},
 		{Name: "naive loop", HasDefaults: true, Retries: true, QuickDefaults: true, New: newNaive},
 		{Name: "go-retryablehttp", HasDefaults: true, Retries: true, New: newRetryableHTTP},

@@ -103,6 +103,9 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	row("retry storm: requests that succeeded", func(r LibResult) string {
 		return fmt.Sprintf("%d of %d", r.Storm.Succeeded, r.Storm.Requests)
 	})
+	row("retry storm: time taken by requests offered after the recovery, p50 / p99", func(r LibResult) string {
+		return fmt.Sprintf("%s / %s", latency(r.Storm.AfterQuantile(0.5)), latency(r.Storm.AfterQuantile(0.99)))
+	})
 	stormRows(row, "flapping service", s.Flap, func(r LibResult) StormResult { return r.Flap })
 	stormRows(row, "brownout", s.Brownout, func(r LibResult) StormResult { return r.Brownout })
 	row("two hosts, one down: the healthy host's requests that succeeded", func(r LibResult) string {
@@ -113,6 +116,18 @@ func WriteMarkdown(w io.Writer, res Results) error {
 		d := r.TwoHosts.Down
 		return perRequest(float64(d.Attempts) / float64(max(d.Requests, 1)))
 	})
+	cl := s.ClosedLoop
+	row(fmt.Sprintf("closed loop, %d callers, connections cut now and then: time for %d calls (succeeded)", cl.Callers, cl.Calls), func(r LibResult) string {
+		c := r.ClosedLoop
+		cell := fmt.Sprintf("%s (%d)", latency(c.Took), c.Succeeded)
+		if c.Off != nil {
+			cell += fmt.Sprintf("; riding through off: %s (%d), %.1fx", latency(c.Off.Took), c.Off.Succeeded,
+				float64(c.Took)/float64(max(c.Off.Took, 1)))
+		}
+		return cell
+	})
+	overloadRows(row, s.Overload, "defaults", func(r LibResult) OverloadResult { return r.OverloadDefaults })
+	overloadRows(row, s.Overload, "4-attempt policy", func(r LibResult) OverloadResult { return r.OverloadPolicy })
 	writeNotes(&b, res)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -131,6 +146,31 @@ func stormRows(row func(string, func(LibResult) string), name string, st StormCo
 	})
 	row(fmt.Sprintf("%s: peak attempts/s (offered %d/s)", name, st.Rate), func(r LibResult) string {
 		return fmt.Sprintf("%.0f", of(r).Peak())
+	})
+}
+
+// overloadRows adds the rows of the overload scenario run with one policy:
+// successes before, during and after the trigger, time to recover, load
+// and wasted work.
+func overloadRows(row func(string, func(LibResult) string), ov OverloadConfig, policy string, of func(LibResult) OverloadResult) {
+	name := "finite-capacity server slowed x" + fmt.Sprint(ov.Slowdown) + " for " + ov.Trigger.String() + ", " + policy
+	row(name+": succeeded before / during / after the slowdown", func(r LibResult) string {
+		o := of(r)
+		return fmt.Sprintf("%.0f%% / %.0f%% / %.0f%%", 100*o.Before(), 100*o.During(), 100*o.After())
+	})
+	row(name+": time to recover (95% succeeding, and staying)", func(r LibResult) string {
+		d, ok := of(r).Recovery()
+		if !ok {
+			return "never"
+		}
+		return d.Round(ov.Bucket).String()
+	})
+	row(fmt.Sprintf("%s: attempts per request; peak attempts/s (offered %d/s)", name, ov.Rate), func(r LibResult) string {
+		o := of(r)
+		return fmt.Sprintf("%.2f; %.0f", o.AttemptsPerRequest(), o.PeakRate())
+	})
+	row(name+": the server's work nobody waited for", func(r LibResult) string {
+		return fmt.Sprintf("%.0f%%", 100*of(r).WastedShare())
 	})
 }
 
@@ -188,6 +228,19 @@ How the figures were made (loopback, %s in all):
   a %v deadline each: one answers 503 throughout, the other answers %.0f%% of its attempts, by a
   fixed pseudo-random sequence, with a 503 (blips worth retrying). A library with one budget per
   client must not let the dead service's failures cost the healthy one its retries.
+- **Closed loop**: %d callers, each sending its next GET when its last one returned, %d calls in
+  all, each with a %v deadline, to a server that takes %v per call and, after every %d attempts,
+  closes the connections of the next %d without answering; defaults. Ours is run again with
+  riding through off, and the cell gives the ratio of the two.
+- **Finite-capacity server** (a metastable failure: Bronson et al., HotOS 2021): %d workers of %v
+  each and a queue of %d in front of them (a request that finds it full gets 503 at once); work
+  goes on after its caller left. Open-loop arrivals, %d requests/s for %v, each with a %v
+  deadline and a %v timeout per attempt (ours: WithAttemptTimeout; every other library that
+  retries: a base transport that bounds each round trip, as an http.Client.Timeout does; the
+  plain client has only the deadline). From %v to %v the service time is x%d. A request counts
+  before, during or after by when it was offered; "time to recover" is from the slowdown's end
+  to the first %v bucket from which 95%% of the requests offered succeed in every bucket; wasted
+  work is what the server finished for callers that had gone.
 `, res.Took.Round(time.Second),
 		s.DefaultsRequests, s.Callers, s.CallerRequests, s.DefaultsWindow, s.DefaultsRequestTimeout,
 		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests, s.PolicyRequestTimeout,
@@ -195,7 +248,11 @@ How the figures were made (loopback, %s in all):
 		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout,
 		s.Flap.Offer, s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage,
 		s.Brownout.Offer, 100*s.Brownout.BrownoutRate, s.Brownout.Outage,
-		s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout, 100*s.TwoHosts.BlipRate)
+		s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout, 100*s.TwoHosts.BlipRate,
+		s.ClosedLoop.Callers, s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout, s.ClosedLoop.ServiceTime, s.ClosedLoop.CutEvery, s.ClosedLoop.CutLength,
+		s.Overload.Workers, s.Overload.ServiceTime, s.Overload.Queue, s.Overload.Rate, s.Overload.Offer,
+		s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.TriggerAt, s.Overload.triggerEnd(),
+		s.Overload.Slowdown, s.Overload.Bucket)
 }
 
 func defaultsCell(r LibResult, o OutageResult) string {
@@ -203,6 +260,15 @@ func defaultsCell(r LibResult, o OutageResult) string {
 		return "n/a (no defaults)"
 	}
 	return fmt.Sprintf("%s (%d)", perRequest(o.PerRequest()), o.Requests)
+}
+
+// latency writes d in milliseconds, with a decimal under 10 ms.
+func latency(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms < 10 {
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return fmt.Sprintf("%.0f ms", ms)
 }
 
 func perRequest(v float64) string {

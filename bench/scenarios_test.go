@@ -170,3 +170,42 @@ func TestCost(t *testing.T) {
 		}
 	}
 }
+
+func TestOverloadCounts(t *testing.T) {
+	res := quickResults(t)
+	ov := res.Settings.Overload
+	offered := int(ov.Offer.Seconds() * float64(ov.Rate))
+	for _, r := range res.Libs {
+		for _, o := range []OverloadResult{r.OverloadDefaults, r.OverloadPolicy} {
+			var n, ok, served int
+			for i := range o.Offered {
+				n += o.Offered[i]
+				ok += o.Succeeded[i]
+			}
+			for _, a := range o.Attempts {
+				served += a
+			}
+			if n != offered || ok > n || o.Wasted > o.Served || o.Served > served {
+				t.Errorf("%s: %d offered (want %d), %d succeeded, %d served of %d attempts, %d wasted",
+					r.Library.Name, n, offered, ok, o.Served, served, o.Wasted)
+			}
+			if !r.Library.Retries && o.AttemptsPerRequest() > 1 {
+				t.Errorf("%s: %.2f attempts per request without retries", r.Library.Name, o.AttemptsPerRequest())
+			}
+		}
+	}
+}
+
+func TestClosedLoopCounts(t *testing.T) {
+	res := quickResults(t)
+	cl := res.Settings.ClosedLoop
+	for _, r := range res.Libs {
+		c := r.ClosedLoop
+		if c.Calls != cl.Calls || c.Succeeded > c.Calls || c.Attempts < c.Succeeded || c.Took <= 0 {
+			t.Errorf("%s: %+v", r.Library.Name, c)
+		}
+		if (c.Off != nil) != isOurs(r.Library) {
+			t.Errorf("%s: a run with riding through off: %v", r.Library.Name, c.Off != nil)
+		}
+	}
+}

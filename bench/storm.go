@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -57,6 +59,20 @@ type StormResult struct {
 	Attempts []int
 	// Requests were sent, Succeeded got a 2xx, Skipped were not sent.
 	Requests, Succeeded, Skipped int
+	// After holds how long each request offered after the bad period
+	// took, in the order they ended.
+	After []time.Duration
+}
+
+// AfterQuantile returns the q-quantile (0 < q <= 1) of the time taken by
+// requests offered after the bad period, 0 for none.
+func (r StormResult) AfterQuantile(q float64) time.Duration {
+	if len(r.After) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.After)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(math.Ceil(q*float64(len(s))))-1)]
 }
 
 // PerSecond returns the attempts of bucket i as a rate.
@@ -120,11 +136,13 @@ func splitmix(n uint64) uint64 {
 // offer makes cfg.Rate calls a second for cfg.Offer from start, each on a
 // goroutine of its own, never more than cfg.MaxInFlight at once (a call
 // due while they run is skipped), and waits for them; call makes call i
-// and reports whether it succeeded. It counts them in res.
+// and reports whether it succeeded. It counts them in res, and keeps how
+// long each call offered after the bad period took.
 func (cfg StormConfig) offer(ctx context.Context, start time.Time, res *StormResult, call func(ctx context.Context, i int) bool) {
 	var (
 		wg                  sync.WaitGroup
 		inFlight, succeeded atomic.Int64
+		mu                  sync.Mutex
 	)
 	total := int(cfg.Offer.Seconds() * float64(cfg.Rate))
 	for i := range total {
@@ -140,8 +158,15 @@ func (cfg StormConfig) offer(ctx context.Context, start time.Time, res *StormRes
 		inFlight.Add(1)
 		wg.Go(func() {
 			defer inFlight.Add(-1)
+			began := time.Now()
 			if call(ctx, i) {
 				succeeded.Add(1)
+			}
+			if due.Sub(start) >= cfg.Outage {
+				took := time.Since(began)
+				mu.Lock()
+				res.After = append(res.After, took)
+				mu.Unlock()
 			}
 		})
 	}

@@ -30,6 +30,12 @@ type Settings struct {
 	Storm, Flap, Brownout StormConfig
 	// TwoHosts is one client calling a dead service and a healthy one.
 	TwoHosts TwoHostsConfig
+	// ClosedLoop is callers in a closed loop to a server that cuts
+	// connections now and then.
+	ClosedLoop ClosedLoopConfig
+	// Overload is a server of finite capacity slowed down for a moment
+	// (the metastable-failure scenario), run with each policy.
+	Overload OverloadConfig
 	// StormPause separates the storms, so that one library's connections
 	// have settled before the next starts.
 	StormPause time.Duration
@@ -75,6 +81,16 @@ func DefaultSettings() Settings {
 			Policy: Defaults, Rate: 100, Offer: 4 * time.Second, BlipRate: 0.05,
 			RequestTimeout: 2 * time.Second,
 		},
+		ClosedLoop: ClosedLoopConfig{
+			Callers: 16, Calls: 1000, ServiceTime: 2 * time.Millisecond, CutEvery: 200, CutLength: 20,
+			RequestTimeout: 5 * time.Second,
+		},
+		Overload: OverloadConfig{
+			Workers: 4, ServiceTime: 10 * time.Millisecond, Queue: 100,
+			Rate: 300, Offer: 10 * time.Second, TriggerAt: 4 * time.Second, Trigger: 2 * time.Second, Slowdown: 4,
+			RequestTimeout: time.Second, AttemptTimeout: 250 * time.Millisecond,
+			Bucket: 250 * time.Millisecond, MaxInFlight: 5000,
+		},
 		StormPause: 2 * time.Second,
 		Cost:       true,
 	}
@@ -108,6 +124,9 @@ func QuickSettings() Settings {
 		st.FlapPeriod, st.RequestTimeout = 50*time.Millisecond, s.Storm.RequestTimeout
 	}
 	s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout = 50, 200*time.Millisecond, 200*time.Millisecond
+	s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout = 200, time.Second
+	s.Overload.Rate, s.Overload.Offer, s.Overload.TriggerAt, s.Overload.Trigger = 100, time.Second, 250*time.Millisecond, 250*time.Millisecond
+	s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.Bucket = 300*time.Millisecond, 100*time.Millisecond, 125*time.Millisecond
 	s.StormPause = time.Millisecond
 	s.Cost = false
 	s.GRPC = DefaultGRPCSettings(s)
@@ -133,6 +152,11 @@ type LibResult struct {
 	Reuse                     ReuseResult
 	Storm, Flap, Brownout     StormResult
 	TwoHosts                  TwoHostsResult
+	// ClosedLoop is the closed-loop scenario with defaults.
+	ClosedLoop ClosedLoopResult
+	// OverloadDefaults and OverloadPolicy are the overload scenario with
+	// each policy.
+	OverloadDefaults, OverloadPolicy OverloadResult
 }
 
 // Results is a whole run.
@@ -227,6 +251,25 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 		t := time.Now()
 		rs[i].TwoHosts = TwoHosts(ctx, rs[i].Library, s.TwoHosts)
 		fmt.Fprintf(log, "%-40s %v\n", "two hosts, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+		if !sleepCtx(ctx, s.StormPause) {
+			break
+		}
+		t = time.Now()
+		rs[i].ClosedLoop = ClosedLoop(ctx, rs[i].Library, s.ClosedLoop)
+		fmt.Fprintf(log, "%-40s %v\n", "closed loop, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+		for _, ov := range []struct {
+			policy Policy
+			res    *OverloadResult
+		}{{Defaults, &rs[i].OverloadDefaults}, {Comparable, &rs[i].OverloadPolicy}} {
+			if !sleepCtx(ctx, s.StormPause) {
+				break
+			}
+			t := time.Now()
+			cfg := s.Overload
+			cfg.Policy = ov.policy
+			*ov.res = Overload(ctx, rs[i].Library, cfg)
+			fmt.Fprintf(log, "%-40s %v\n", "overload, "+ov.policy.String()+", "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+		}
 	}
 	var grpcResults GRPCResults
 	if s.GRPC.OutageCalls > 0 && sleepCtx(ctx, s.StormPause) {

@@ -26,7 +26,7 @@ import (
 )
 
 // maxRunTime bounds a whole run.
-const maxRunTime = 10 * time.Minute
+const maxRunTime = 20 * time.Minute
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))

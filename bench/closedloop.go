@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/exactlyonce/retry"
+)
+
+// ClosedLoopConfig sets up callers in a closed loop (each sends its next
+// call when its last one returned, as worker pools and batch jobs do) to a
+// server that takes ServiceTime per call and, now and then, cuts
+// connections: after every CutEvery-th attempt it closes the connections
+// of the next CutLength attempts without an answer.
+type ClosedLoopConfig struct {
+	Callers, Calls      int
+	ServiceTime         time.Duration
+	CutEvery, CutLength int
+	RequestTimeout      time.Duration
+}
+
+// ClosedLoopResult is how long the calls took in all and how many succeeded.
+type ClosedLoopResult struct {
+	Took                       time.Duration
+	Calls, Succeeded, Attempts int
+	// Off is the same run with riding through off (ours only).
+	Off *ClosedLoopResult
+}
+
+// cut reports whether the n-th attempt (from 1) falls in a cut.
+func (cfg ClosedLoopConfig) cut(n int64) bool {
+	if cfg.CutEvery <= 0 {
+		return false
+	}
+	period := int64(cfg.CutEvery + cfg.CutLength)
+	return (n-1)%period >= int64(cfg.CutEvery)
+}
+
+// ClosedLoop runs the closed-loop scenario for lib with its defaults; for
+// ours, once more with riding through off.
+func ClosedLoop(ctx context.Context, lib Library, cfg ClosedLoopConfig) ClosedLoopResult {
+	res := closedLoop(ctx, func(base http.RoundTripper) Client { return lib.New(Defaults, base) }, cfg)
+	if isOursLib(lib) {
+		off := closedLoop(ctx, func(base http.RoundTripper) Client {
+			return &http.Client{Transport: retry.NewTransport(base, retry.WithRideThrough(retry.RideThrough{Off: true}))}
+		}, cfg)
+		res.Off = &off
+	}
+	return res
+}
+
+// isOursLib reports whether l is this module's client.
+func isOursLib(l Library) bool { return l.Bounded != nil }
+
+func closedLoop(ctx context.Context, newClient func(http.RoundTripper) Client, cfg ClosedLoopConfig) ClosedLoopResult {
+	var arrived atomic.Int64
+	srv := NewServer(func(w http.ResponseWriter, _ *http.Request) {
+		if cfg.cut(arrived.Add(1)) {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		time.Sleep(cfg.ServiceTime)
+		w.WriteHeader(http.StatusOK)
+	}, false)
+	defer srv.Close()
+	tr := newTransport()
+	defer tr.CloseIdleConnections()
+	client := newClient(tr)
+
+	var (
+		wg        sync.WaitGroup
+		next      atomic.Int64
+		succeeded atomic.Int64
+	)
+	start := time.Now()
+	for range cfg.Callers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(cfg.Calls) || ctx.Err() != nil {
+					return
+				}
+				code, _, err := send(ctx, client, http.MethodGet, srv.URL, "c"+strconv.FormatInt(i, 10), nil, cfg.RequestTimeout)
+				if err == nil && code/100 == 2 {
+					succeeded.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return ClosedLoopResult{Took: time.Since(start), Calls: cfg.Calls, Succeeded: int(succeeded.Load()), Attempts: int(srv.Attempts())}
+}
