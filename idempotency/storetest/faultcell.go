@@ -88,6 +88,8 @@ func runCell(t *testing.T, h Harness, f Faults, fault Fault, p Point) bool {
 func (r *faultRun) stopMidWay(ctx context.Context) {
 	t := r.t
 	first := make(chan error, 1)
+	var letGo sync.Once
+	defer letGo.Do(func() { close(r.release) }) // a check that stopped the test
 	go func() {
 		_, err := r.runner.Do(ctx, r.request(), nil)
 		first <- err
@@ -101,7 +103,7 @@ func (r *faultRun) stopMidWay(ctx context.Context) {
 	}
 	r.finish(r.fault == FaultKilled)
 	r.check(fmt.Sprintf("while the first run is %s", map[bool]string{true: "dead", false: "paused"}[r.fault == FaultKilled]))
-	close(r.release)
+	letGo.Do(func() { close(r.release) })
 	err := <-first
 	if r.fault == FaultPaused && !errors.Is(err, idempotency.ErrLeaseLost) {
 		t.Errorf("the paused run woke to error %v, want one matching ErrLeaseLost", err)
@@ -134,14 +136,14 @@ func (r *faultRun) work(ctx context.Context, e *idempotency.Execution) ([]byte, 
 	r.mu.Lock()
 	r.saved = true
 	r.mu.Unlock()
+	// Two local writes, the fault mid-way between them. Like a careless
+	// handler, the work does not look at their errors: the store must keep
+	// a failed transaction from committing, in whole or in part, anyway.
+	r.localWrite(ctx, run, "reserve")
 	if err := r.at(ctx, run, MidHandler); err != nil {
 		return nil, err
 	}
-	if r.h.TxWrite != nil && isTxStore(r.h) {
-		// Like a careless handler, the work does not look at the error: the
-		// store must keep a failed transaction from committing anyway.
-		_ = r.h.TxWrite(ctx, localName(run))
-	}
+	r.localWrite(ctx, run, "effect")
 	if err := r.at(ctx, run, BeforeOutcome); err != nil {
 		return nil, err
 	}
@@ -270,13 +272,32 @@ func (r *faultRun) check(when string) {
 		return
 	}
 	var committed []string
+	whole := 0
 	for run := 1; run <= runs; run++ {
-		if r.h.TxWritten(t, localName(run)) {
-			committed = append(committed, localName(run))
+		n := 0
+		for _, w := range localWrites {
+			if r.h.TxWritten(t, localName(run, w)) {
+				committed = append(committed, localName(run, w))
+				n++
+			}
+		}
+		if n == len(localWrites) {
+			whole++
 		}
 	}
-	if len(committed) != 1 {
-		t.Errorf("%sthe local writes of %d runs committed: %q; want exactly one", when, len(committed), committed)
+	if whole != 1 || len(committed) != len(localWrites) {
+		t.Errorf("%sthe local writes committed: %q; want both writes of one run, and nothing of the others", when, committed)
+	}
+}
+
+// localWrites are the names of each run's local writes.
+var localWrites = []string{"reserve", "effect"}
+
+// localWrite makes run's local write w in the store's transaction, if
+// the store has one, and ignores its error.
+func (r *faultRun) localWrite(ctx context.Context, run int, w string) {
+	if r.h.TxWrite != nil && isTxStore(r.h) {
+		_ = r.h.TxWrite(ctx, localName(run, w))
 	}
 }
 
@@ -292,8 +313,8 @@ func retried(f func() error) error {
 	return err
 }
 
-// localName names run's local write.
-func localName(run int) string { return fmt.Sprintf("%s/%d", faultKey, run) }
+// localName names run's local write w.
+func localName(run int, w string) string { return fmt.Sprintf("%s/%d/%s", faultKey, run, w) }
 
 func isTxStore(h Harness) bool {
 	_, ok := h.Store.(idempotency.TxStore)

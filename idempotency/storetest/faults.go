@@ -83,9 +83,10 @@ const (
 	// AfterClaim: the key is claimed, nothing of the work has run.
 	AfterClaim
 	// MidHandler: the work's external effect (a Step) is done and its
-	// result saved; its local write (in the store's transaction) is next.
+	// result saved, the first of its two local writes (in the store's
+	// transaction) too; the second is next.
 	MidHandler
-	// BeforeOutcome: every effect is done (the local write too); the
+	// BeforeOutcome: every effect is done (the local writes too); the
 	// outcome is not stored yet.
 	BeforeOutcome
 	// AfterOutcome: the outcome is stored; the client has not had it.
@@ -197,15 +198,16 @@ func (m FaultMatrix) String() string {
 // Harness runs one keyed request through Runner.Do, whose work charges a
 // fake provider in a Step (the provider deduplicates by the step's
 // downstream key, as a real one does) and, for a TxStore with
-// Harness.TxWrite, makes a local write in the store's transaction. The fault
+// Harness.TxWrite, makes two local writes in the store's transaction (not
+// looking at their errors, as a careless handler would). The fault
 // strikes the first run at its point; the client's retries (and, after a
 // kill, a Reconciler) then carry the key to its outcome. Each cell checks
 // that the key is completed and replays one outcome, that the provider was
 // charged once and never called after the step's result was saved, and that
-// exactly one run's local write committed. After a kill or a pause, the
-// first run is then let go on (a paused one wakes and carries on; a killed
-// one ends) and the checks run again: nothing it does may change the
-// outcome.
+// the local writes of exactly one run committed, both of them. After a
+// kill or a pause, the first run is then let go on (a paused one wakes and
+// carries on; a killed one ends) and the checks run again: nothing it does
+// may change the outcome.
 //
 // newHarness builds a fresh Harness for each cell, and the Faults that act
 // on its store. The faults that are database errors run only for a TxStore
