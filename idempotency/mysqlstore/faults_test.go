@@ -143,8 +143,8 @@ func (c *faultCell) tx(ctx context.Context, t *testing.T, fault storetest.Fault)
 		}
 	case storetest.FaultReadOnly:
 		// A read-only server (a failover under way) refuses the statement
-		// alone and leaves the transaction as it was, as SIGNAL does: the
-		// shared test server cannot be made read-only.
+		// alone and leaves the transaction as it was, as SIGNAL does: a
+		// server cannot be made read-only for one test.
 		_, err = tx.ExecContext(ctx, "SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1290, "+
 			"MESSAGE_TEXT = 'The MariaDB server is running with the --read-only option so it cannot execute this statement'")
 		want = 1290
