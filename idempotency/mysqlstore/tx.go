@@ -106,6 +106,9 @@ func (t *Tx) fail(err error) error {
 	var refused *abortedError
 	if err != nil && !errors.Is(err, sql.ErrNoRows) && !errors.As(err, &refused) && t.failed == nil {
 		t.failed = err
+		if t.tc != nil {
+			_ = t.tc.fail(err) // one that never reached it: it refuses the next
+		}
 	}
 	return err
 }
@@ -136,10 +139,15 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 }
 
 // QueryRowContext runs a query in the transaction that returns at most one
-// row. When the transaction cannot begin, the row's error is the context's
-// (context.Canceled); Err reports why.
+// row. After a failure, the row's error matches idempotency.ErrTxFailed;
+// when the transaction could not even begin, it is the context's
+// (context.Canceled), and Err reports why.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	tx, err := t.begin(ctx)
+	if err != nil && t.tx != nil && errors.Is(err, idempotency.ErrTxFailed) {
+		// The connection refuses the query too, so the row says why.
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
 	if err != nil {
 		done, cancel := context.WithCancel(ctx)
 		cancel()

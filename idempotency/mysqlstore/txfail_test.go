@@ -79,6 +79,8 @@ func TestStatementsAfterDeadlockAreRefused(t *testing.T) {
 	assert.ErrorIs(t, localWrite(txCtx, prefix, "after"), idempotency.ErrTxFailed)
 	_, err = st.ExecContext(txCtx, "prepared")
 	assert.ErrorIs(t, err, idempotency.ErrTxFailed)
+	var n int
+	assert.ErrorIs(t, tx.QueryRowContext(txCtx, "SELECT 1").Scan(&n), idempotency.ErrTxFailed)
 	assert.Equal(t, uint16(1213), errNumber(itx.Err()), "Err names the first failure")
 	for _, name := range []string{"before", "after", "prepared"} {
 		assert.False(t, written(t, s, prefix, name), "%s committed", name)
