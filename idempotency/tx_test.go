@@ -96,6 +96,10 @@ func localWrite(ctx context.Context, name string) error {
 	if !ok || tx.closed {
 		return errors.New("no open transaction in context")
 	}
+	if tx.failed != nil {
+		// As a database does once a statement failed: nothing more runs.
+		return fmt.Errorf("%w: %w", idempotency.ErrTxFailed, tx.failed)
+	}
 	tx.writes = append(tx.writes, name)
 	return nil
 }
@@ -115,6 +119,22 @@ func TestFakeTxStoreConformance(t *testing.T) {
 			Store: s, Advance: mock.Add, TxWrite: localWrite, TxFail: failWrite,
 			TxWritten: func(_ *testing.T, name string) bool { return s.written(name) },
 		}
+	})
+}
+
+// The fault matrix on the fake TxStore: its statement failures stand for
+// every database error of a transaction.
+func TestFakeTxStoreFaults(t *testing.T) {
+	t.Parallel()
+	storetest.RunFaults(t, func(t *testing.T) (storetest.Harness, storetest.Faults) {
+		mock := clock.NewMock()
+		s := newTxStore(mock)
+		return storetest.Harness{
+				Store: s, Advance: mock.Add, TxWrite: localWrite,
+				TxWritten: func(_ *testing.T, name string) bool { return s.written(name) },
+			}, storetest.Faults{Tx: func(ctx context.Context, _ *testing.T, _ storetest.Fault) error {
+				return failWrite(ctx)
+			}}
 	})
 }
 

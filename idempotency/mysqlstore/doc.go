@@ -57,10 +57,13 @@
 // transaction whose last statement is the fenced UPDATE, or roll back with
 // it when the lease was lost. The transaction begins with its first
 // statement; an execution that writes nothing locally completes with one
-// autocommit UPDATE. MySQL rolls back a failed statement alone and lets its
-// transaction go on, so a COMMIT would keep the statements that worked: the
-// store's connections see every failed statement (however it was made), and
-// a transaction in which one failed is never committed (see TxFrom). The
+// autocommit UPDATE. MySQL rolls back some failed statements alone and lets
+// the transaction go on, so a COMMIT would keep the statements that worked,
+// and answers others (a deadlock's victim) by rolling back the whole
+// transaction and leaving the session in autocommit, so a later statement
+// would commit at once: the store's connections see every failed statement
+// (however it was made), and a transaction in which one failed takes no
+// more statements and is never committed (see Tx). The
 // transaction runs at the server's isolation level (REPEATABLE READ by
 // default); the fenced UPDATE reads the record's latest version whatever
 // the level.
@@ -96,6 +99,10 @@
 // idempotency.Permanent, answered 500.
 //
 // # Tests
+//
+// The package's tests run the fault matrix (storetest.RunFaults) with real
+// deadlocks, lock wait timeouts and snapshot-isolation failures in the
+// handler's transaction, and connections killed with KILL CONNECTION.
 //
 // WithTimeShift is test support: it adds an offset to the database clock as
 // the store's statements see it, which is how the conformance suite's

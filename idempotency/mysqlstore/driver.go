@@ -12,9 +12,15 @@ import (
 // The store opens its connections through trackingConnector, which wraps the
 // MySQL driver's connections to see every statement's failure, however it
 // was made (Exec, Query, a prepared statement, an error that arrives while
-// rows are read). A completion transaction checks its connection's failures
-// before it commits: MySQL rolls back a failed statement alone and lets the
-// transaction go on, so a COMMIT would keep the statements that worked.
+// rows are read). While a completion transaction holds a connection, the
+// first failure ends what the connection takes: every later statement is
+// refused before it reaches the server. MySQL answers some errors by rolling
+// back the failed statement alone (a duplicate key, a lock wait timeout) and
+// others by rolling back the whole transaction and leaving the session in
+// autocommit (a deadlock), and after a lost connection nothing is left of
+// it; a statement sent after any of them would commit on its own, or with
+// what came before. The transaction checks its connection's failures before
+// it commits, and rolls back instead.
 
 // trackingConnector makes trackedConns.
 type trackingConnector struct {
@@ -32,11 +38,12 @@ func (c trackingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 func (c trackingConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 // trackedConn is a driver connection that keeps the first failure of a
-// statement since reset.
+// statement since arm, and refuses statements after it until disarm.
 type trackedConn struct {
 	driver.Conn
 	mu     sync.Mutex
 	failed error
+	armed  bool // a completion transaction holds the connection
 }
 
 // fail records err, unless it is nil or the end of rows.
@@ -52,11 +59,30 @@ func (c *trackedConn) fail(err error) error {
 	return err
 }
 
-// reset forgets the failures so far.
-func (c *trackedConn) reset() {
+// arm forgets the failures so far and, from the next failure on, refuses
+// every statement: a completion transaction took the connection.
+func (c *trackedConn) arm() {
 	c.mu.Lock()
-	c.failed = nil
+	c.failed, c.armed = nil, true
 	c.mu.Unlock()
+}
+
+// disarm lets the connection take statements again: the transaction ended.
+func (c *trackedConn) disarm() {
+	c.mu.Lock()
+	c.failed, c.armed = nil, false
+	c.mu.Unlock()
+}
+
+// refusal returns the error for a statement made on an armed connection
+// after a failure, or nil when the statement may go to the server.
+func (c *trackedConn) refusal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed || c.failed == nil {
+		return nil
+	}
+	return &abortedError{first: c.failed}
 }
 
 // failure returns the first failure since reset, or nil.
@@ -87,6 +113,9 @@ func (c *trackedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 }
 
 func (c *trackedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if err := c.refusal(); err != nil {
+		return nil, err
+	}
 	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 	if err != nil {
 		return nil, c.fail(err)
@@ -95,6 +124,9 @@ func (c *trackedConn) PrepareContext(ctx context.Context, query string) (driver.
 }
 
 func (c *trackedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if err := c.refusal(); err != nil {
+		return nil, err
+	}
 	res, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
 	if errors.Is(err, driver.ErrSkip) {
 		return nil, err // database/sql prepares the statement instead
@@ -103,6 +135,9 @@ func (c *trackedConn) ExecContext(ctx context.Context, query string, args []driv
 }
 
 func (c *trackedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if err := c.refusal(); err != nil {
+		return nil, err
+	}
 	rows, err := c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
 	if errors.Is(err, driver.ErrSkip) {
 		return nil, err
@@ -134,11 +169,17 @@ type trackedStmt struct {
 }
 
 func (s *trackedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := s.c.refusal(); err != nil {
+		return nil, err
+	}
 	res, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 	return res, s.c.fail(err)
 }
 
 func (s *trackedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if err := s.c.refusal(); err != nil {
+		return nil, err
+	}
 	rows, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 	if err != nil {
 		return nil, s.c.fail(err)

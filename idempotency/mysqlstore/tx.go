@@ -24,14 +24,22 @@ type txKey struct{}
 // with a single autocommit UPDATE.
 //
 // A transaction in which a statement failed is never committed, not even in
-// part. MySQL rolls back a failed statement alone and lets its transaction
-// go on, so a COMMIT would keep the statements that worked: the store
-// records the failure of every statement made on the transaction's
-// connection (through these methods, a prepared statement, or rows that end
-// in an error), and of those that never reached the server (a context that
-// had ended, no connection to be had), and Complete then rolls back. To
-// tolerate an expected error, write a statement that does not fail (INSERT
-// ... ON DUPLICATE KEY UPDATE, INSERT IGNORE) rather than catch it.
+// part, and takes no more statements. MySQL answers some errors by rolling
+// back the failed statement alone and letting the transaction go on (a
+// duplicate key, a lock wait timeout), so a COMMIT would keep the statements
+// that worked; others end the whole transaction (InnoDB rolls back a
+// deadlock's victim and leaves the session in autocommit, a lost connection
+// takes the transaction with it), so a statement sent after them would
+// commit on its own at once. The store cannot always tell which happened,
+// so it treats every failure alike: it records the failure of every
+// statement made on the transaction's connection (through these methods, a
+// prepared statement, or rows that end in an error), and of those that
+// never reached the server (a context that had ended, no connection to be
+// had); from then on every statement of the transaction fails at once,
+// without reaching the server, with an error matching
+// idempotency.ErrTxFailed, and Complete rolls back. To tolerate an expected
+// error, write a statement that does not fail (INSERT ... ON DUPLICATE KEY
+// UPDATE, INSERT IGNORE) rather than catch it.
 type Tx struct {
 	s      *Store
 	conn   *sql.Conn
@@ -55,10 +63,15 @@ func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
 	switch {
 	case t.closed:
 		return nil, sql.ErrTxDone
-	case t.tx != nil:
-		return t.tx, nil
 	case t.failed != nil:
-		return nil, fmt.Errorf("mysqlstore: the transaction could not begin: %w", t.failed)
+		return nil, &abortedError{first: t.failed}
+	case t.tc != nil:
+		if err := t.tc.refusal(); err != nil {
+			return nil, err
+		}
+	}
+	if t.tx != nil {
+		return t.tx, nil
 	}
 	conn, err := t.s.db.Conn(ctx)
 	if err != nil {
@@ -69,7 +82,7 @@ func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
 		if !ok {
 			return fmt.Errorf("mysqlstore: a connection of type %T", dc)
 		}
-		tc.reset()
+		tc.arm()
 		t.tc = tc
 		return nil
 	}); err != nil {
@@ -78,6 +91,8 @@ func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
 	}
 	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
+		t.tc.disarm()
+		t.tc = nil
 		_ = conn.Close()
 		return nil, t.fail(err)
 	}
@@ -86,9 +101,14 @@ func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
 }
 
 // fail records err, the failure of a statement, and returns it unchanged.
+// A refusal is not recorded: the failure that caused it was.
 func (t *Tx) fail(err error) error {
-	if err != nil && !errors.Is(err, sql.ErrNoRows) && t.failed == nil {
+	var refused *abortedError
+	if err != nil && !errors.Is(err, sql.ErrNoRows) && !errors.As(err, &refused) && t.failed == nil {
 		t.failed = err
+		if t.tc != nil {
+			_ = t.tc.fail(err) // one that never reached it: it refuses the next
+		}
 	}
 	return err
 }
@@ -119,10 +139,15 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 }
 
 // QueryRowContext runs a query in the transaction that returns at most one
-// row. When the transaction cannot begin, the row's error is the context's
-// (context.Canceled); Err reports why.
+// row. After a failure, the row's error matches idempotency.ErrTxFailed;
+// when the transaction could not even begin, it is the context's
+// (context.Canceled), and Err reports why.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	tx, err := t.begin(ctx)
+	if err != nil && t.tx != nil && errors.Is(err, idempotency.ErrTxFailed) {
+		// The connection refuses the query too, so the row says why.
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
 	if err != nil {
 		done, cancel := context.WithCancel(ctx)
 		cancel()
@@ -169,12 +194,25 @@ func (t *Tx) end(rollback bool) error {
 	if t.tx != nil && rollback {
 		err = ignoreDone(t.tx.Rollback())
 	}
+	if t.tc != nil {
+		t.tc.disarm()
+	}
 	if t.conn != nil {
 		_ = t.conn.Close()
 	}
-	t.tx, t.conn = nil, nil
+	t.tx, t.conn, t.tc = nil, nil, nil
 	return err
 }
+
+// abortedError refuses a statement of a transaction in which one failed
+// before: it matches idempotency.ErrTxFailed and names the first failure.
+type abortedError struct{ first error }
+
+func (e *abortedError) Error() string {
+	return "mysqlstore: statement refused: a statement of the transaction failed, so it takes no more and will be rolled back (first failure: " + e.first.Error() + ")"
+}
+
+func (e *abortedError) Is(target error) bool { return target == idempotency.ErrTxFailed }
 
 // Begin opens the completion transaction for the execution fenced by f. It
 // sends nothing to the server: see TxFrom. End it with Complete or Rollback.

@@ -1,6 +1,7 @@
 package mysqlstore_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,4 +50,46 @@ func TestFailedStatementIsNeverCommitted(t *testing.T) {
 	fail.Store(false)
 	assert.Equal(t, http.StatusCreated, post())
 	assert.True(t, written(t, s, prefix, "order"))
+}
+
+// After a deadlock, InnoDB has rolled back the transaction and left the
+// session in autocommit: every later statement of the transaction, a
+// statement prepared before the deadlock included, is refused without
+// reaching the server (it would commit at once), and nothing commits.
+func TestStatementsAfterDeadlockAreRefused(t *testing.T) {
+	t.Parallel()
+	s, prefix, _ := newStore(t)
+	admin, err := mysqlstore.Open(testConfig(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close() })
+	c := &faultCell{s: s, prefix: prefix, admin: admin.DB()}
+	c.setUp(t)
+	ctx := context.Background()
+	r := mustClaim(t, s, claimReq("k1"), idempotency.ClaimCreated)
+	itx, err := s.Begin(ctx, r.Fence())
+	require.NoError(t, err)
+	txCtx := itx.Context(ctx)
+	tx, _ := mysqlstore.TxFrom(txCtx)
+	require.NoError(t, localWrite(txCtx, prefix, "before"))
+	st, err := tx.PrepareContext(txCtx, "INSERT INTO `"+prefix+"local_writes` (name) VALUES (?)")
+	require.NoError(t, err)
+	defer st.Close()
+
+	assert.Equal(t, uint16(1213), errNumber(c.deadlock(txCtx, t, tx)))
+	assert.ErrorIs(t, localWrite(txCtx, prefix, "after"), idempotency.ErrTxFailed)
+	_, err = st.ExecContext(txCtx, "prepared")
+	assert.ErrorIs(t, err, idempotency.ErrTxFailed)
+	var n int
+	assert.ErrorIs(t, tx.QueryRowContext(txCtx, "SELECT 1").Scan(&n), idempotency.ErrTxFailed)
+	assert.Equal(t, uint16(1213), errNumber(itx.Err()), "Err names the first failure")
+	for _, name := range []string{"before", "after", "prepared"} {
+		assert.False(t, written(t, s, prefix, name), "%s committed", name)
+	}
+	assert.ErrorIs(t, itx.Complete(ctx, []byte("ok")), idempotency.ErrTxFailed)
+	for _, name := range []string{"before", "after", "prepared"} {
+		assert.False(t, written(t, s, prefix, name), "%s committed", name)
+	}
+	// The connection went back to the pool taking statements again.
+	require.NoError(t, s.Release(ctx, r.Fence()))
+	mustClaim(t, s, claimReq("k1"), idempotency.ClaimCreated)
 }

@@ -61,8 +61,9 @@
 //   - for a TxStore: Tx.Complete commits (with the local writes), a stale
 //     fence (or one of an earlier record of the key) rolls everything back,
 //     Rollback leaves the record owned; a transaction in which a statement
-//     failed reports it (Tx.Err), and Complete then commits nothing, not
-//     even the writes made before the failure, and fails with ErrTxFailed.
+//     failed reports it (Tx.Err), takes no more statements (each fails), and
+//     Complete then commits nothing, not even the writes made before the
+//     failure, and fails with ErrTxFailed.
 //
 // Two more checks live beside the suite. The linearizability check, in the
 // module github.com/exactlyonce/retry/idempotency/storetest/linearize (so
@@ -71,7 +72,14 @@
 // history against a sequential model of a record. RunChaos runs service
 // instances on a store whose server is killed and restarted mid-run, and
 // reports duplicates, keys stuck in progress and the requests that
-// succeeded.
+// succeeded. RunFaults runs the fault matrix: every fault (a worker killed
+// or paused past its lease, the store's connections dropped, a deadlock, a
+// lock timeout, a serialization failure or a read-only refusal in the
+// handler's transaction) at every point of an execution (before the claim,
+// after it, mid-handler, after the effects before the outcome, after the
+// outcome), each checked for every effect exactly once, nothing lost and
+// no key stuck; what only the store can do (drop its connections, make a
+// statement of its transaction fail) it provides as Faults.
 //
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a

@@ -126,9 +126,16 @@ func testTxFailedStatementRollsBack(t *testing.T, h Harness) {
 	if tx.Err() == nil {
 		t.Fatal("Err is nil after a statement failed")
 	}
+	// The server may have ended the transaction with the failure (a
+	// deadlock's victim, a lost connection), and a statement sent then would
+	// commit on its own: every later statement fails.
+	if h.TxWrite != nil && h.TxWrite(txCtx, "after") == nil {
+		t.Fatal("a statement after a failed one succeeded")
+	}
 	wantErr(t, "Tx.Complete after a failed statement", tx.Complete(ctx, []byte("half")), idempotency.ErrTxFailed)
 	noErr(t, "Rollback after a failed Complete", tx.Rollback(ctx))
 	wantWritten(t, h, "before", false)
+	wantWritten(t, h, "after", false)
 	// Nothing was stored, and the record is still owned: the execution may
 	// still give up the key (or, here, complete without the transaction).
 	g := get(t, ts, "alice", "k1")
