@@ -225,12 +225,16 @@ func (r *callRun) start(cl *Caller, parent context.Context, call *Call) {
 }
 
 // run runs the loop and hands back its result. A panic (in the attempt, or
-// in the policy's own code) releases what the call holds before it goes on.
+// in the policy's own code) releases what the call holds and is told to the
+// trace (Panicked) before it goes on.
 func (r *callRun) run(call *Call, attempt func(context.Context, int, bool) Verdict) (Verdict, error) {
 	done := false
 	defer func() {
 		if !done {
 			r.release()
+			if r.c.trace != nil {
+				panicked(r.ctx, r.c.trace, recover())
+			}
 		}
 	}()
 	n, last, reason := r.c.run(r.ctx, r.deadline, r.dep, func(n, left int) outcome {
