@@ -146,7 +146,11 @@ func (v Verdict) answered() bool { return v.Err == nil || !(v.Retry || v.Failing
 // (see Hedging): it then keeps its result to itself (in Verdict.Result)
 // and must be safe to run concurrently with the other copy. An attempt cut
 // off by its timeout becomes a retryable failure whose Err is an
-// *AttemptTimeoutError, whatever it returned.
+// *AttemptTimeoutError, whatever it returned. A RetryAfter that would end
+// past the deadline ends the loop at once: Run hands back that attempt's
+// Verdict (its Result included) and an *Error whose Reason is
+// ErrDeadline, whose Last is the Verdict's Err unchanged, and which
+// matches context.DeadlineExceeded.
 //
 // Run is a retry loop of its own for the keyed calls its attempts make
 // (a Transport's POST, another Caller's call): each gets a key made from
