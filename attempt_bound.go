@@ -84,6 +84,19 @@ func (b *attemptBound) end() {
 	b.cancel, b.owns = noop, false
 }
 
+// detach hands the attempt's context over to the caller, who ends it with
+// the returned func (once a retried response's body, read on past the
+// attempt, is over), and stops its timer.
+func (b *attemptBound) detach() context.CancelFunc {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	cancel := b.cancel
+	b.cancel, b.owns = noop, false
+	return cancel
+}
+
 // also makes cancel end with the attempt's context (the context of a
 // hedge's winning copy).
 func (b *attemptBound) also(cancel context.CancelFunc) {

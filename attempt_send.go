@@ -23,7 +23,7 @@ type outgoing struct {
 // attempt sends the request once and judges what came back; left is how
 // many sends the attempt limit leaves it (a hedge is a second one).
 func (rt *roundTrip) attempt(n, left int) outcome {
-	rt.kept = nil
+	rt.kept = false // the response a wait in vain hands back is this attempt's
 	if left > 1 && rt.hedgeable() {
 		return rt.hedgedAttempt(n)
 	}

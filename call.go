@@ -146,7 +146,17 @@ func (v Verdict) answered() bool { return v.Err == nil || !(v.Retry || v.Failing
 // (see Hedging): it then keeps its result to itself (in Verdict.Result)
 // and must be safe to run concurrently with the other copy. An attempt cut
 // off by its timeout becomes a retryable failure whose Err is an
-// *AttemptTimeoutError, whatever it returned.
+// *AttemptTimeoutError, whatever it returned. A RetryAfter that would end
+// past the deadline ends the loop at once: Run hands back that attempt's
+// Verdict (its Result included) and an *Error whose Reason is
+// ErrDeadline, whose Last is the Verdict's Err unchanged, and which
+// matches context.DeadlineExceeded.
+//
+// Run is a retry loop of its own for the keyed calls its attempts make
+// (a Transport's POST, another Caller's call): each gets a key made from
+// the loop, the call's identity and its rank in the attempt, the same on
+// every attempt (see Do); both copies of a hedged attempt give the same
+// call the same key.
 //
 // Inside another retry loop (found through ctx), Run makes a single
 // attempt and returns its Err for the enclosing loop to decide, marked
@@ -175,6 +185,7 @@ type callRun struct {
 	dep *dependency      // the target's gate; nil when riding through is off
 
 	ctx        context.Context // parent, bounded by the total deadline and marked as a loop
+	loop       *loopContext    // the mark: the keys of the keyed calls nested in the attempts
 	deadline   time.Time
 	cancelLoop context.CancelFunc
 	bound      attemptBound // the current attempt's timeout and context
@@ -221,16 +232,21 @@ func (r *callRun) start(cl *Caller, parent context.Context, call *Call) {
 	}
 	r.deadline = c.deadline(parent)
 	r.ctx, r.cancelLoop = withTotalDeadline(parent, c.clock, r.deadline)
-	r.ctx = c.trace.start(markLoop(r.ctx), nil)
+	r.loop = markLoop(r.ctx)
+	r.ctx = c.trace.start(r.loop, nil)
 }
 
 // run runs the loop and hands back its result. A panic (in the attempt, or
-// in the policy's own code) releases what the call holds before it goes on.
+// in the policy's own code) releases what the call holds and is told to the
+// trace (Panicked) before it goes on.
 func (r *callRun) run(call *Call, attempt func(context.Context, int, bool) Verdict) (Verdict, error) {
 	done := false
 	defer func() {
 		if !done {
 			r.release()
+			if r.c.trace != nil {
+				panicked(r.ctx, r.c.trace, recover())
+			}
 		}
 	}()
 	n, last, reason := r.c.run(r.ctx, r.deadline, r.dep, func(n, left int) outcome {
@@ -243,6 +259,11 @@ func (r *callRun) run(call *Call, attempt func(context.Context, int, bool) Verdi
 // attempt makes attempt n, hedged when it may be; left is how many sends
 // the attempt limit leaves it.
 func (r *callRun) attempt(attempt func(context.Context, int, bool) Verdict, n, left int) outcome {
+	if n > 1 {
+		// The keyed calls nested in this attempt rank again from the
+		// first, so each gets the key it had on the first attempt.
+		r.loop.keys.newAttempt()
+	}
 	if left > 1 && r.hedgeable {
 		return r.hedgedAttempt(attempt, n)
 	}
@@ -266,7 +287,7 @@ func (r *callRun) attempt(attempt func(context.Context, int, bool) Verdict, n, l
 // Verdict wins.
 func (r *callRun) hedgedAttempt(attempt func(context.Context, int, bool) Verdict, n int) outcome {
 	c := r.c
-	h := &callHedge{attempt: attempt, c: c, est: r.est, n: n}
+	h := &callHedge{attempt: attempt, c: c, est: r.est, n: n, loop: r.loop}
 	ctx := r.bound.begin(r.ctx, c.clock, c.boundFor(r.est, r.deadline, false))
 	w, legs, _ := hedge(ctx, r.ctx, c, c.adaptive.hedgeDelayFor(r.est),
 		hedgeSends[Verdict]{prepare: h.prepare, good: Verdict.good})
@@ -281,10 +302,16 @@ type callHedge struct {
 	c       *config
 	est     *latencyEstimate
 	n       int
+	loop    *loopContext
 }
 
-// prepare readies copy i of the attempt.
+// prepare readies copy i of the attempt. The second copy ranks its nested
+// keyed calls on its own, sharing the loop's keys: each of its calls gets
+// the key the same call of the first copy gets.
 func (h *callHedge) prepare(ctx context.Context, i int) (func() Verdict, error) {
+	if i == 1 {
+		ctx = h.loop.fork(ctx)
+	}
 	ctx = h.c.trace.attemptStart(ctx, h.n+i, i == 1, nil)
 	return func() Verdict {
 		start := h.c.clock.Now()

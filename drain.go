@@ -2,26 +2,26 @@ package retry
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
 )
 
-// stallGap is how long a body being drained may send nothing, once the
-// wait before the retry is over, before it is taken as stalled and closed
-// where it stands: a body still arriving is read to its end (so its
-// connection is reused), a stalled one never holds the retry back.
+// stallGap is the least time a body being drained may send nothing, once
+// the wait before the retry is over, before the retry goes without it. The
+// gap grows with how late the waiting goroutine's own timers run (see
+// drainer.settle): a machine too busy to run a reader on time does not make
+// its body look stalled.
 const stallGap = 5 * time.Millisecond
 
 // drain reads up to drainLimit bytes of a response body that will not be
-// used and closes it, so its connection goes back to the pool. It reads on
-// past wait only while the body keeps arriving, and never past bound (see
-// drainWatch).
-func drain(resp *http.Response, clk clock.Clock, wait, bound time.Duration) {
+// used and closes it, so its connection goes back to the pool; a body not
+// over within bound is closed where it stands.
+func drain(resp *http.Response, clk clock.Clock, bound time.Duration) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
@@ -29,92 +29,132 @@ func drain(resp *http.Response, clk clock.Clock, wait, bound time.Duration) {
 		resp.Body.Close()
 		return
 	}
-	w := watchDrain(resp.Body, clk, wait, bound)
-	io.CopyN(io.Discard, w, drainLimit)
-	w.stop()
+	body := &closeOnce{ReadCloser: resp.Body}
+	t := afterFunc(clk, bound, func() { body.Close() })
+	io.CopyN(io.Discard, body, drainLimit)
+	t.Stop()
+	body.Close()
 }
 
-// keep drains a response that is about to be retried, as drain does, and
-// returns a copy of it whose body is the bytes read, for handing back
-// later: nil when the body did not end within drainLimit, or was closed
-// where it stood, so that it cannot be had whole.
-func keep(resp *http.Response, clk clock.Clock, wait, bound time.Duration) *http.Response {
-	if resp.ContentLength > drainLimit || bound <= 0 {
-		drain(resp, clk, wait, bound)
-		return nil
+// drainer reads the body of a response that is about to be retried, on a
+// goroutine of its own, so that its connection goes back to the pool and,
+// when kept, its bytes can still be handed back later. The retry waits for
+// it only while it keeps arriving (see settle); a body still arriving when
+// the retry goes is read on meanwhile, up to drainLimit and at most until
+// bound, or until stop (the round trip is over), then closed, and only then
+// is its attempt's context ended.
+type drainer struct {
+	body    closeOnce
+	clk     clock.Clock
+	start   time.Time
+	last    atomic.Int64   // when bytes last came, since start
+	resp    *http.Response // the response, when its bytes are kept
+	read    []byte         // the bytes read, when kept
+	whole   bool           // the body ended within drainLimit
+	done    chan struct{}
+	timer   stopper // closes the body at its bound
+	release func()  // ends the attempt's context once reading is over
+}
+
+// startDrain starts reading resp's body on a goroutine of its own, keeping
+// its bytes when keep (and they can fit in drainLimit); the body is closed
+// at bound at the latest, and release is called once reading is over.
+func startDrain(resp *http.Response, clk clock.Clock, bound time.Duration, keep bool, release func()) *drainer {
+	body := resp.Body
+	if body == nil {
+		body = http.NoBody
 	}
-	var b []byte
-	if resp.Body != nil {
-		w := watchDrain(resp.Body, clk, wait, bound)
-		read, err := io.ReadAll(io.LimitReader(w, drainLimit+1))
-		w.stop()
-		if err != nil || len(read) > drainLimit {
-			return nil
-		}
-		b = read
+	d := &drainer{body: closeOnce{ReadCloser: body}, clk: clk, start: clk.Now(), done: make(chan struct{}), release: release}
+	if keep && resp.ContentLength <= drainLimit {
+		d.resp = resp
 	}
-	kept := *resp
-	kept.Body = io.NopCloser(bytes.NewReader(b))
-	return &kept
+	d.timer = afterFunc(clk, max(bound, 0), func() { d.body.Close() })
+	go d.run()
+	return d
 }
 
-// drainWatch reads a body being drained and closes it where it stands once
-// the wait is over and it has sent nothing for stallGap, or at bound,
-// whichever comes first. Its timer runs only while the body is read.
-type drainWatch struct {
-	body  closeOnce
-	clk   clock.Clock
-	start time.Time
-	bound time.Duration
-	last  atomic.Int64 // when a read last brought bytes, since start
-	mu    sync.Mutex
-	timer stopper
-	done  bool
-}
-
-func watchDrain(body io.ReadCloser, clk clock.Clock, wait, bound time.Duration) *drainWatch {
-	w := &drainWatch{body: closeOnce{ReadCloser: body}, clk: clk, start: clk.Now(), bound: bound}
-	w.arm(max(min(wait, bound), 0))
-	return w
+// run reads the body to its end, to drainLimit, or until the bound closes
+// it, then closes it and ends the attempt's context.
+func (d *drainer) run() {
+	if d.resp != nil {
+		b, err := io.ReadAll(io.LimitReader(d, drainLimit+1))
+		d.read, d.whole = b, err == nil && len(b) <= drainLimit
+	} else {
+		io.CopyN(io.Discard, d, drainLimit)
+	}
+	d.timer.Stop()
+	d.body.Close()
+	d.release()
+	close(d.done)
 }
 
 // Read reads from the body and notes when bytes came.
-func (w *drainWatch) Read(p []byte) (int, error) {
-	n, err := w.body.Read(p)
+func (d *drainer) Read(p []byte) (int, error) {
+	n, err := d.body.Read(p)
 	if n > 0 {
-		w.last.Store(int64(w.clk.Since(w.start)))
+		d.last.Store(int64(d.clk.Since(d.start)))
 	}
 	return n, err
 }
 
-// arm sets the timer to check the body in d, unless reading is over.
-func (w *drainWatch) arm(d time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.timer = afterFunc(w.clk, d, w.check)
+// settle waits wait (the wait before the retry), and past it while the
+// body keeps arriving: it returns once the body is read, once it has sent
+// nothing for the stall gap, or when ctx ends. The gap is stallGap plus
+// twice the most this goroutine's own timers ran late during the wait: a
+// reader the machine has no time to run is not a stalled body.
+func (d *drainer) settle(ctx context.Context, wait time.Duration) {
+	var late time.Duration // the most a timer of this wait ran late
+	fired := make(chan struct{}, 1)
+	arm := func(after time.Duration) (stopper, time.Time) {
+		after = max(after, 0)
+		return afterFunc(d.clk, after, func() { fired <- struct{}{} }), d.clk.Now().Add(after)
+	}
+	t, due := arm(wait)
+	defer func() { t.Stop() }()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-fired:
+		}
+		now := d.clk.Now()
+		late = max(late, now.Sub(due))
+		quiet := now.Sub(d.start) - time.Duration(d.last.Load())
+		gap := stallGap + 2*late
+		if quiet >= gap {
+			return // stalled: the retry goes, the body is read on meanwhile
+		}
+		t, due = arm(gap - quiet)
 	}
 }
 
-// check closes a body that stalled or reached the bound, and otherwise
-// looks again when it would have stalled.
-func (w *drainWatch) check() {
-	now := w.clk.Since(w.start)
-	stalled := time.Duration(w.last.Load()) + stallGap
-	if now >= w.bound || stalled <= now {
-		w.body.Close()
-		return
-	}
-	w.arm(min(stalled, w.bound) - now)
+// stop closes the body where it stands, if it is still being read, and
+// waits for the reading to end.
+func (d *drainer) stop() {
+	d.body.Close()
+	<-d.done
 }
 
-// stop ends the watch and closes the body.
-func (w *drainWatch) stop() {
-	w.mu.Lock()
-	w.done = true
-	if w.timer != nil {
-		w.timer.Stop()
+// response waits for the body as settle does (for nothing more than
+// while it keeps arriving) and returns a copy of the response whose body is
+// the bytes read: nil when they were not kept or the body did not end
+// within drainLimit, so that it cannot be had whole.
+func (d *drainer) response(ctx context.Context) *http.Response {
+	if d.resp == nil {
+		return nil
 	}
-	w.mu.Unlock()
-	w.body.Close()
+	d.settle(ctx, 0)
+	select {
+	case <-d.done:
+	default:
+		return nil
+	}
+	if !d.whole {
+		return nil
+	}
+	kept := *d.resp
+	kept.Body = io.NopCloser(bytes.NewReader(d.read))
+	return &kept
 }

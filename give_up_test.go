@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +71,47 @@ func TestTransportBudgetCountsRequests(t *testing.T) {
 	st := tr.Budget().Stats()
 	assert.Equal(t, uint64(100), st.Requests)
 	assert.Equal(t, uint64(100), st.Successes)
+}
+
+// serverStatus stands for a server's answer with details of its own, as a
+// gRPC status is.
+type serverStatus struct{ reason string }
+
+func (s *serverStatus) Error() string { return "unavailable: " + s.reason }
+
+// A server's wait that would end past the deadline ends the loop at once,
+// and the caller still has the server's answer: Do's and Run's *Error keeps
+// it unchanged as Last (errors.As finds it, details and all), says
+// ErrDeadline and matches context.DeadlineExceeded; Run also hands back
+// that attempt's Verdict.
+func TestAPushbackPastTheDeadlineKeepsTheServersAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answer := &serverStatus{reason: "OVERLOADED"}
+		check := func(t *testing.T, err error) {
+			var e *retry.Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, 1, e.Attempts)
+			assert.ErrorIs(t, err, retry.ErrDeadline)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Same(t, answer, e.Last, "the server's answer, unchanged")
+			var got *serverStatus
+			require.ErrorAs(t, err, &got)
+			assert.Equal(t, "OVERLOADED", got.reason)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := retry.Do(ctx, func(context.Context) error { return retry.RetryAfter(5*time.Second, answer) })
+		assert.Zero(t, time.Since(start), "no wait")
+		check(t, err)
+
+		v, err := retry.NewCaller().Run(ctx, &retry.Call{Target: "t", Idempotent: true},
+			func(context.Context, int, bool) retry.Verdict {
+				return retry.Verdict{Err: answer, Retry: true, Failing: true, RetryAfter: 5 * time.Second,
+					HasRetryAfter: true, Result: "trailers"}
+			})
+		assert.Zero(t, time.Since(start), "no wait")
+		check(t, err)
+		assert.Equal(t, "trailers", v.Result, "the last attempt's Verdict")
+	})
 }

@@ -199,4 +199,4 @@ func (h *httpHedge) good(l httpLeg) bool {
 }
 
 // discard releases the response of a send that lost.
-func (h *httpHedge) discard(l httpLeg) { drain(l.resp, h.c.clock, settleTimeout, settleTimeout) }
+func (h *httpHedge) discard(l httpLeg) { drain(l.resp, h.c.clock, settleTimeout) }

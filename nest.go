@@ -50,6 +50,14 @@ func markLoop(ctx context.Context) *loopContext {
 	return &loopContext{Context: ctx}
 }
 
+// fork returns ctx marked as inside the loop lc, with a ranking of its own
+// over lc's keys: for a copy of an attempt sent beside another (a hedge),
+// whose nested keyed calls must get the keys of the same calls of the
+// other copy.
+func (lc *loopContext) fork(ctx context.Context) *loopContext {
+	return &loopContext{Context: ctx, keys: loopKeys{shared: &lc.keys}}
+}
+
 // loopKeys gives the keyed requests made inside one Do loop keys that stay
 // the same on every attempt of the loop. A key belongs to a request's
 // identity, its method and URL, and to its rank among the requests with that
@@ -59,9 +67,10 @@ func markLoop(ctx context.Context) *loopContext {
 // attempt are ranked in the order they reach the Transport, which may differ
 // from attempt to attempt: give such requests keys of their own.
 type loopKeys struct {
-	mu   sync.Mutex
-	base string         // made on first use
-	rank map[uint64]int // requests seen per identity in this attempt
+	mu     sync.Mutex
+	base   string         // made on first use
+	rank   map[uint64]int // requests seen per identity in this attempt
+	shared *loopKeys      // when not nil, the ranking whose base this one uses
 }
 
 // keyFor returns the key of req in the current attempt, unquoted.
@@ -72,20 +81,32 @@ func (k *loopKeys) keyFor(req *http.Request) string {
 // keyForIdentity returns the key of the request with identity id in the
 // current attempt, unquoted.
 func (k *loopKeys) keyForIdentity(id uint64) string {
+	base := k.baseKey()
 	k.mu.Lock()
-	if k.base == "" {
-		k.base = newKey(true)
+	if k.rank == nil {
 		k.rank = make(map[uint64]int)
 	}
 	k.rank[id]++
 	n := k.rank[id]
-	base := k.base
 	k.mu.Unlock()
 	key := base + "." + strconv.FormatUint(id, 16)
 	if n > 1 {
 		key += "." + strconv.Itoa(n)
 	}
 	return key
+}
+
+// baseKey returns the loop's base key, made on first use.
+func (k *loopKeys) baseKey() string {
+	if k.shared != nil {
+		return k.shared.baseKey()
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.base == "" {
+		k.base = newKey(true)
+	}
+	return k.base
 }
 
 // newAttempt starts ranking requests again for the next attempt.

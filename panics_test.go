@@ -198,3 +198,40 @@ func TestPanickingBaseIsToldToTheTrace(t *testing.T) {
 	assert.Equal(t, []any{"boom"}, told)
 	assert.Zero(t, ended.Load())
 }
+
+// A Caller's call that panics tells its Trace through Panicked (never End),
+// with the loop's context, as Do and RoundTrip do: a span the Trace began
+// at Start ends; a goroutine that exits inside the attempt is told with a
+// nil value.
+func TestPanickingCallerCallIsToldToTheTrace(t *testing.T) {
+	type key struct{}
+	var ended atomic.Int32
+	var told []any
+	var loopCtx context.Context
+	tr := &retry.Trace{
+		Start: func(ctx context.Context, _ *http.Request) context.Context {
+			return context.WithValue(ctx, key{}, "loop")
+		},
+		End: func(context.Context, retry.Report) { ended.Add(1) },
+		Panicked: func(ctx context.Context, v any) {
+			loopCtx = ctx
+			told = append(told, v)
+		},
+	}
+	cl := retry.NewCaller(retry.WithTrace(tr))
+	assert.PanicsWithValue(t, "boom", func() {
+		_, _ = cl.Run(context.Background(), &retry.Call{Idempotent: true},
+			func(context.Context, int, bool) retry.Verdict { panic("boom") })
+	})
+	require.NotNil(t, loopCtx)
+	assert.Equal(t, "loop", loopCtx.Value(key{}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = cl.Run(context.Background(), &retry.Call{Idempotent: true},
+			func(context.Context, int, bool) retry.Verdict { runtime.Goexit(); return retry.Verdict{} })
+	}()
+	<-done
+	assert.Equal(t, []any{"boom", nil}, told)
+	assert.Zero(t, ended.Load())
+}

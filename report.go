@@ -60,9 +60,15 @@ func (c *config) fillReport(attempts int, reason error, last outcome) *Report {
 
 // StatusError is the last error of a loop whose last attempt was an HTTP
 // response that could not be handed back (it was drained before a retry that
-// then did not happen, for example because the context ended during the wait).
+// then did not happen, for example because the context ended during the
+// wait, or a wait for the dependency was in vain and the body could not be
+// kept). It keeps what the server said besides the body.
 type StatusError struct {
+	// StatusCode is the response's status code.
 	StatusCode int
+	// Header is the response's header (Retry-After, for one): the server's
+	// reasons, which outlive its body.
+	Header http.Header
 }
 
 // Error names the status.

@@ -13,8 +13,11 @@ import (
 // WithTotalTimeout's, whichever is sooner) and by WithAttemptTimeout. Between
 // attempts Do waits as the Backoff says (full jitter by default), at least as
 // long as a RetryAfter marker asks, and never past the deadline: when a wait
-// would end after it, Do returns at once. A context cancelled during a wait
-// returns at once too.
+// would end after it, Do returns at once, with an *Error whose Reason is
+// ErrDeadline, whose Last is op's last error as op returned it (the
+// server's status, details and all, for errors.As), and which matches
+// context.DeadlineExceeded. A context cancelled during a wait returns at
+// once too.
 //
 // The defaults are DefaultMaxAttempts attempts, FullJitter(DefaultBackoffBase,
 // DefaultBackoffCap), every error retried but those IsPermanent recognises

@@ -32,9 +32,10 @@ import (
 // each request milliseconds, not MaxWait. A request whose wait ends in
 // vain ends with ErrDependencyDown: if it got a response before it waited,
 // that response is handed back with a nil error, its body read into memory
-// while the request waited (up to 64 KiB; a longer body cannot be kept
-// without holding its connection, and the request then ends in an *Error
-// whose Last is a *StatusError with the status); otherwise it ends in an
+// while the request waited (up to 64 KiB, for at most a second and never
+// past the deadline; a body longer or later cannot be kept without holding
+// its connection, and the request then ends in an *Error whose Last is a
+// *StatusError with the status and header); otherwise it ends in an
 // *Error that also matches its context's error when its deadline or its
 // cancellation ended the wait. A waiting request therefore holds its last
 // response's body, up to 64 KiB.

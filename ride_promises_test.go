@@ -112,6 +112,55 @@ func TestTheLastResponseIsHandedBackWhenAWaitEnds(t *testing.T) {
 	})
 }
 
+// A wait in vain after a response whose body is too long to keep ends in
+// an *Error that still says what the server said: its status and its
+// header (a reason of its own, a Retry-After), through errors.As.
+func TestAWaitInVainKeepsTheServersStatusAndHeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := strings.Repeat("x", 100<<10)
+		for name, base := range bases(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Reason", "overloaded")
+			w.WriteHeader(503)
+			io.WriteString(w, body)
+		}) {
+			tr := retry.NewTransport(base, retry.WithBudget(retry.NewBudget(0, 0, 1)))
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := (&http.Client{Transport: tr}).Do(mustRequest(ctx, "http://pipe.test/"))
+			cancel()
+			assert.ErrorIs(t, err, retry.ErrDependencyDown, name)
+			var status *retry.StatusError
+			require.ErrorAs(t, err, &status, name)
+			assert.Equal(t, 503, status.StatusCode, name)
+			assert.Equal(t, "overloaded", status.Header.Get("X-Reason"), name)
+		}
+	})
+}
+
+// A wait in vain hands back the last response even when its small body
+// came after a pause longer than the wait before the retry: the body is
+// read on while the request waits for its dependency (it used to be closed
+// 5 ms after the wait, and the caller got an *Error instead).
+func TestALateBodyIsKeptForAWaitInVain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for name, base := range bases(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(503)
+			http.NewResponseController(w).Flush()
+			time.Sleep(200 * time.Millisecond) // the body is late: past any first wait
+			io.WriteString(w, "overloaded, come back later")
+		}) {
+			tr := retry.NewTransport(base, retry.WithBudget(retry.NewBudget(0, 0, 1)))
+			var report retry.Report
+			ctx, cancel := context.WithTimeout(retry.NewContext(context.Background(), retry.WithReport(&report)), time.Second)
+			resp, err := (&http.Client{Transport: tr}).Do(mustRequest(ctx, "http://pipe.test/"))
+			cancel()
+			assert.ErrorIs(t, report.Reason, retry.ErrDependencyDown, name)
+			require.NoError(t, err, name)
+			assert.Equal(t, 503, resp.StatusCode, name)
+			assert.Equal(t, "overloaded, come back later", readAll(t, resp), name)
+		}
+	})
+}
+
 // The context's error is never hidden: a request whose deadline (or
 // cancellation) ends its wait for a down host says so.
 func TestTheContextsErrorIsNeverHiddenByAWait(t *testing.T) {

@@ -36,13 +36,17 @@ type roundTrip struct {
 
 	out  *outgoing      // the current attempt's request, when not the caller's
 	resp *http.Response // the last attempt's response, until discarded
-	// kept is the last response, its body read into memory when it was
-	// discarded for a retry: it is handed back if the request then waits
-	// for its dependency in vain. Nil when there is none, or its body was
-	// too long to keep.
-	kept     *http.Response
-	origSent bool         // the caller's body went to the base, which closes it
-	bound    attemptBound // the current attempt's timeout and context
+	// drain reads the body of the last response discarded for a retry,
+	// until the round trip is over at the latest. When kept, it reads it
+	// into memory: the response is handed back if the request then waits
+	// for its dependency in vain.
+	drain *drainer
+	kept  bool
+	// lastHeader is the header of the last response discarded for a retry,
+	// for the StatusError of a loop that ends without handing it back.
+	lastHeader http.Header
+	origSent   bool         // the caller's body went to the base, which closes it
+	bound      attemptBound // the current attempt's timeout and context
 }
 
 // start decides what the request is and what policy applies to it.
@@ -131,16 +135,22 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 			IdempotencyKey: rt.reportedKey()})
 	}
 	if rt.resp != nil {
+		rt.stopDrain()
 		return rt.handBack(), nil
 	}
 	ctxErr := loopContextErr(rt.ctx, rt.c.clock, rt.deadline)
+	var kept *http.Response
+	if rt.kept && reason == ErrDependencyDown {
+		kept = rt.drain.response(rt.ctx)
+	}
+	rt.stopDrain()
 	rt.endAttempt()
 	rt.cancelLoop()
-	if rt.kept != nil && reason == ErrDependencyDown {
-		return rt.kept, nil
+	if kept != nil {
+		return kept, nil
 	}
 	if last.err == nil && last.status != 0 {
-		last.err = &StatusError{StatusCode: last.status}
+		last.err = &StatusError{StatusCode: last.status, Header: rt.lastHeader}
 	}
 	if rt.nested {
 		return nil, last.err // the enclosing loop decides
@@ -161,6 +171,7 @@ func (rt *roundTrip) reportedKey() string {
 
 // abandon releases everything after a panic.
 func (rt *roundTrip) abandon() {
+	rt.stopDrain()
 	if rt.resp != nil && rt.resp.Body != nil {
 		rt.resp.Body.Close()
 	}
@@ -175,27 +186,37 @@ func (rt *roundTrip) abandon() {
 // endAttempt ends the current attempt's context.
 func (rt *roundTrip) endAttempt() { rt.bound.end() }
 
-// discard releases a response that is about to be retried, within the
-// wait before the retry (a body still arriving when the wait ends is read
-// on while it keeps arriving; one that stalls is closed where it stands),
-// and returns what is left of the wait. When the
-// request may wait for its dependency after that, the body is kept in
-// memory as it is drained, up to drainLimit, so that a wait in vain can
-// still hand the response back.
+// discard releases a response that is about to be retried, and returns
+// what is left of the wait before the retry. Its body is read on a
+// goroutine of its own (see drainer) so that its connection is reused: the
+// retry waits for it past the wait only while it keeps arriving, and a body
+// still arriving when the retry goes is read on meanwhile, up to
+// drainLimit and for at most settleTimeout, before the attempt's context
+// ends. When the request may wait for its dependency after that, the body
+// is kept in memory as it is read, so that a wait in vain can still hand
+// the response back.
 func (rt *roundTrip) discard(wait time.Duration) time.Duration {
-	if rt.resp != nil {
+	if resp := rt.resp; resp != nil {
+		rt.resp, rt.lastHeader = nil, resp.Header
 		clk := rt.c.clock
 		start := clk.Now()
-		if rt.dep != nil {
-			rt.kept = keep(rt.resp, clk, wait, rt.settleBound())
-		} else {
-			drain(rt.resp, clk, wait, rt.settleBound())
-		}
-		rt.resp = nil
+		rt.stopDrain() // the one before had a whole attempt's time
+		rt.drain = startDrain(resp, clk, rt.settleBound(), rt.dep != nil, rt.bound.detach())
+		rt.kept = rt.dep != nil
+		rt.drain.settle(rt.ctx, wait)
 		wait = max(0, wait-clk.Since(start))
 	}
 	rt.endAttempt()
 	return wait
+}
+
+// stopDrain ends the reading of a retried response's body, if any: the
+// round trip is over, or another response is to be read.
+func (rt *roundTrip) stopDrain() {
+	if rt.drain != nil {
+		rt.drain.stop()
+		rt.drain, rt.kept = nil, false
+	}
 }
 
 // settleBound is how long the loop waits, after a failed attempt, for its

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Trace is a set of hooks called as a retry loop (a Do call or a
-// Transport's RoundTrip) runs, for tracing and metrics; module
+// Trace is a set of hooks called as a retry loop (a Do call, a
+// Transport's RoundTrip or a Caller's Run) runs, for tracing and metrics; module
 // github.com/exactlyonce/retry/otelretry fills them for OpenTelemetry. Any
 // hook may be nil. Hooks run on the goroutine that makes the call they
 // report (a hedge's on its own), must not block, and must be safe for
@@ -40,11 +40,12 @@ type Trace struct {
 	Hedged func(ctx context.Context, won bool)
 	// End is called when the logical request ended, with its report.
 	End func(ctx context.Context, r Report)
-	// Panicked is called instead of End when a Do call or a RoundTrip
-	// panics (the operation, the base RoundTripper or a hook did), with
-	// the loop's context and the value the panic carries (nil when the
-	// goroutine exits, as runtime.Goexit does); the panic goes on when it
-	// returns. An attempt the panic interrupted gets no AttemptEnd.
+	// Panicked is called instead of End when a Do call, a RoundTrip or a
+	// Caller's Run panics (the operation, the base RoundTripper, the
+	// Caller's attempt or a hook did), with the loop's context and the
+	// value the panic carries (nil when the goroutine exits, as
+	// runtime.Goexit does); the panic goes on when it returns. An attempt
+	// the panic interrupted gets no AttemptEnd.
 	Panicked func(ctx context.Context, value any)
 }
 

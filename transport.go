@@ -41,13 +41,21 @@ import (
 //
 // The caller's request is never modified. Bodies are replayed with GetBody,
 // or buffered while first sent up to WithBodyBufferLimit. Retried responses
-// are drained during the wait before the retry (up to 64 KiB, for at most a
-// second; past the wait only while the body keeps arriving, so a stalled
-// body never delays the retry) and closed so their connections are reused.
-// When retrying stops on a response, that response
-// is returned with its body intact and a nil error; WithReport tells why
-// retrying stopped. A transport failure ends in an *Error carrying the last
-// error.
+// are drained, so their connections are reused, on a goroutine of their own
+// (up to 64 KiB, for at most a second, never past the RoundTrip): the retry
+// waits for a body past the wait before it only while the body keeps
+// arriving, and goes once it has sent nothing for 5 ms, a gap that grows by
+// twice as late as the wait's own timers ran (a machine too busy to run the
+// reader on time does not make a body look stalled), so a stalled body
+// never holds the retry; a body still arriving then is read on meanwhile.
+// When retrying stops on a response, that response is returned with its
+// body intact and a nil error, also when the server's Retry-After is over
+// WithMaxRetryAfter or ends past the deadline (the Report's reason is then
+// ErrRetryAfterTooLong or ErrDeadline); WithReport tells why retrying
+// stopped. A transport failure ends in an *Error carrying the last error.
+// A request that waited for its dependency in vain (see RideThrough) after
+// a response whose body could not be kept ends in an *Error whose Last is a
+// *StatusError with that response's status code and header.
 //
 // A Transport is safe for concurrent use and immutable once built. The zero
 // Transport is usable: it behaves as NewTransport(nil).

@@ -29,7 +29,8 @@ func WriteMarkdown(w io.Writer, s Settings, res []Result, took time.Duration) {
 	fmt.Fprintf(w, "  handler behind idempotency.Middleware that marks the start and answers 201; first executions use a\n")
 	fmt.Fprintf(w, "  new key each, replays repeat %d completed keys. %d rounds of %v each for first executions, replays and\n", s.Replays, s.Rounds, s.Phase)
 	fmt.Fprintf(w, "  the limit in turn, so that load from elsewhere on the machine weighs on all alike. Round trips are\n")
-	fmt.Fprintf(w, "  counted on the store's connections.\n")
+	fmt.Fprintf(w, "  counted on the store's connections over %d first executions, then %d replays, sent one after\n", s.Counted, s.Counted)
+	fmt.Fprintf(w, "  another once the pool is warm (the pool's new connections and pings do not count).\n")
 	fmt.Fprintf(w, "- **The limit**: the database alone serving the store's own claim and complete, at the same\n")
 	fmt.Fprintf(w, "  concurrency, on the same server:\n")
 	for _, r := range res {

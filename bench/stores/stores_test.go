@@ -17,7 +17,8 @@ func TestQuickRun(t *testing.T) {
 	res := Run(ctx, s, Backends(DefaultServers()), io.Discard)
 	// Round trips of the store per request: a claim and a completion (and
 	// for MySQL the claim's read before its write), one read per replay;
-	// new connections of the pool add a few.
+	// counted on warm connections, so a busy machine (which makes the pool
+	// open new ones under load) changes nothing.
 	trips := map[string]float64{"PostgreSQL": 2, "Redis": 2, "MySQL": 3}
 	for _, r := range res {
 		if r.Err != nil {
@@ -26,6 +27,7 @@ func TestQuickRun(t *testing.T) {
 		if r.FirstPerSec <= 0 || r.ReplayPerSec <= 0 {
 			t.Errorf("%s: %+v", r.Backend, r)
 		}
+		t.Logf("%s: %.2f round trips per first execution, %.2f per replay", r.Backend, r.FirstTrips, r.ReplayTrips)
 		if want, ok := trips[r.Backend]; ok {
 			if r.FirstTrips < want || r.FirstTrips > want+0.5 || r.ReplayTrips < 1 || r.ReplayTrips > 1.5 {
 				t.Errorf("%s: round trips %.2f per first execution, %.2f per replay; want about %v and 1", r.Backend, r.FirstTrips, r.ReplayTrips, want)
