@@ -45,7 +45,10 @@
 //   - grpc-retry-pushback-ms (gRFC A6) and google.rpc.RetryInfo in the
 //     status's details are a floor for the next wait (the longer of the
 //     two), capped as Retry-After is (retry.WithMaxRetryAfter), never
-//     slept past the deadline (the call ends at once instead);
+//     slept past the deadline: the call ends at once instead, with the
+//     server's status (code, message, details) unchanged, and
+//     errors.Is finds retry.ErrDeadline and context.DeadlineExceeded in
+//     its error;
 //   - a negative, malformed or repeated grpc-retry-pushback-ms stops
 //     retrying (retry.ErrPushback), as in grpc-go;
 //   - PushbackTrailer (our services' own retries gave up) stops retrying
