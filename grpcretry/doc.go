@@ -28,6 +28,12 @@
 // status.Convert), and which is also a *retry.Error: errors.Is finds the
 // reason (retry.ErrAttemptsExhausted, retry.ErrBudgetDenied, ...).
 //
+// The caller's call options apply to every attempt, but for grpc.OnFinish,
+// which is about the call: its callbacks run once, when the call is over
+// (a server stream's, when the stream that answered ends), with the error
+// the call returns. grpc.Header, grpc.Trailer and grpc.Peer get the last
+// attempt's (a hedged call's, the winning copy's).
+//
 // Each attempt's status decides:
 //
 //	status                     retried?
