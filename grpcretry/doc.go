@@ -20,7 +20,8 @@
 // target's latency; without any deadline, retry.DefaultAttemptTimeout
 // bounds each attempt), a retry budget on by default, riding through
 // outages of each target (a connection's Target), hedging of unary calls
-// with retry.WithHedging, one layer (a call inside retry.Do makes one
+// with retry.WithHedging (the losing copy is cancelled and has ended when
+// the call returns: nothing of a call runs after it), one layer (a call inside retry.Do makes one
 // attempt; its error is marked for Do to decide as this package would),
 // retry.Trace hooks and retry.Report (retry.WithReport, through
 // CallPolicy or retry.NewContext). A call that fails returns an error
@@ -126,8 +127,14 @@
 // keys, pgstore.TxFrom (the handler's writes commit with the stored
 // outcome), the Runner's Observer (otelretry's RunnerOption).
 //
-// The stored reply is the handler's reply as proto encodes it, replayed
-// as a message of the method's reply type: byte for byte, but for the
+// The stored reply is the handler's reply as proto encodes it, with its
+// message type's full name, replayed as a message of that type (found in
+// protoregistry.GlobalTypes, where every generated message is registered,
+// whether or not its service's descriptor is: a hand-written
+// grpc.ServiceDesc replays as a generated service does). A reply of a type
+// no registry knows is replayed as its bytes, in a message that keeps them
+// as unknown fields (an emptypb.Empty, for the interceptors above this
+// one). Either way the client gets the reply byte for byte, but for the
 // order of a map field's entries, which protobuf's encoding leaves open
 // (two sends of one message may differ there too).
 //
