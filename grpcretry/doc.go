@@ -47,6 +47,13 @@
 //	anything else              no: final (INTERNAL, UNKNOWN and DATA_LOSS count as failures of
 //	                           the target, for riding through outages; the others, rejections, do not)
 //
+// For riding through outages, a target that answers is alive, whatever it
+// answers: every status but CANCELED (the caller's own) and those that say
+// the target is failing (UNAVAILABLE, DEADLINE_EXCEEDED,
+// RESOURCE_EXHAUSTED, INTERNAL, UNKNOWN, DATA_LOSS) ends its streak of
+// failures, and, answering the probe, its outage: a rejection, our server's
+// "in progress" however often, a replayed outcome whatever its status.
+//
 // Besides the code:
 //
 //   - grpc-retry-pushback-ms (gRFC A6) and google.rpc.RetryInfo in the
