@@ -142,8 +142,9 @@
 // no registry knows is replayed as its bytes, in a message that keeps them
 // as unknown fields (an emptypb.Empty, for the interceptors above this
 // one). Either way the client gets the reply byte for byte, but for the
-// order of a map field's entries, which protobuf's encoding leaves open
-// (two sends of one message may differ there too).
+// order of a map field's entries (or of a dynamic message's fields), which
+// protobuf's encoding leaves open (two sends of one message may differ
+// there too).
 //
 // # One layer across services
 //
