@@ -28,7 +28,8 @@ type AdaptiveTimeout struct {
 // Hedging sends a second attempt of an idempotent or keyed request when the
 // first has not answered within Quantile of the host's recent latencies (at
 // least MinDelay), without cancelling the first: the first good response
-// wins, the other attempt is cancelled and drained. Each hedge is charged to
+// wins, the other attempt is cancelled and drained before the request (or
+// the call) returns, so nothing of it runs after. Each hedge is charged to
 // the retry budget, so during an outage hedges stop as retries do. Requests
 // whose body cannot be replayed at once (no GetBody) are not hedged.
 type Hedging struct {

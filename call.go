@@ -110,6 +110,14 @@ type Verdict struct {
 	// 429 does), even when it is not retried; a rejection of the call (as
 	// a 4xx) is not. A retried failure always counts as failing.
 	Failing bool
+	// Answered: the dependency answered the attempt, whatever it answered
+	// (a rejection of the call, as a 4xx; an earlier copy still running,
+	// Pending): it is alive, so the attempt ends its streak of failures and,
+	// as a probe, its outage (see RideThrough). A success always is an
+	// answer, and a Failing verdict counts against its dependency whatever
+	// this says; an attempt that got no answer (cancelled on the caller's
+	// side, say) leaves it false and tells the gate nothing.
+	Answered bool
 	// Pending: the server says an earlier copy of the call, with the same
 	// key, is still running. The next attempt waits for its outcome, which
 	// is neither a retry the budget pays for nor one the attempt limit
@@ -338,7 +346,7 @@ func (r *callRun) settle(v Verdict) Verdict {
 func (r *callRun) judge(v Verdict, hedges int) outcome {
 	r.last = v
 	o := outcome{
-		err: v.Err, retry: v.Retry, bad: v.Failing, stop: v.Stop, pending: v.Pending,
+		err: v.Err, retry: v.Retry, bad: v.Failing, stop: v.Stop, pending: v.Pending, answered: v.Answered,
 		floor: v.RetryAfter, hasFloor: v.HasRetryAfter, hedges: hedges,
 	}
 	if o.retry && o.stop == nil && !r.safe {

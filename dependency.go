@@ -198,7 +198,7 @@ func (d *dependency) observe(o outcome, probe bool) {
 		return
 	}
 	switch {
-	case o.err == nil && !o.bad: // an answer: a success, a rejection, or a keyed 409 (an earlier copy runs)
+	case o.alive():
 		if d.streak.Load() != 0 {
 			d.streak.Store(0)
 		}
@@ -216,6 +216,16 @@ func (d *dependency) observe(o outcome, probe bool) {
 	case probe: // it says nothing: the probe goes to someone else
 		d.probeFailed()
 	}
+}
+
+// alive reports whether the attempt says its dependency is alive: it
+// answered, whatever it answered (a success; a rejection, as a 4xx; an
+// earlier copy still running, as a keyed 409 or our gRPC server's
+// IDEMPOTENCY_KEY_IN_PROGRESS), unless the answer says it is failing (a
+// 5xx, a 429). Such an answer ends the streak of failures and, as a probe,
+// the outage.
+func (o outcome) alive() bool {
+	return !o.bad && (o.err == nil || o.answered || o.pending)
 }
 
 // failing reports whether the dependency's last attempts failed, so that a

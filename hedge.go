@@ -32,10 +32,12 @@ type hedgeSends[R any] struct {
 
 // hedge runs the sends of one hedged attempt under ctx: the first at once
 // and, if it has not answered after delay and the budget pays for it, a
-// second; the first good result wins, and the slower send is cancelled and
-// released. It returns the chosen result and how many sends were made (1
-// or 2), or the error of a first send that could not be made. The trace
-// hears of the hedge on loopCtx.
+// second; the first good result wins, and the slower send is cancelled,
+// waited for and released. It returns the chosen result and how many sends
+// were made (1 or 2), or the error of a first send that could not be made.
+// Every send it started has ended when it returns: nothing of the call
+// (the caller's request, the protocol's attempt) runs after the call
+// returned. The trace hears of the hedge on loopCtx.
 func hedge[R any](ctx, loopCtx context.Context, c *config, delay time.Duration, s hedgeSends[R]) (hedgeLeg[R], int, error) {
 	results := make(chan hedgeLeg[R], 2)
 	var cancels [2]context.CancelFunc
@@ -59,7 +61,7 @@ func hedge[R any](ctx, loopCtx context.Context, c *config, delay time.Duration, 
 	first := <-results
 	if s.good(first.res) {
 		cancels[1-first.index]() // the slower send stops now
-		go discardHedgeLeg[R](results, s.discard)
+		releaseHedgeLeg(<-results, s.discard)
 		c.trace.hedged(loopCtx, first.index == 1)
 		return first, 2, nil
 	}
@@ -95,12 +97,6 @@ func releaseHedgeLeg[R any](l hedgeLeg[R], discard func(R)) {
 	}
 }
 
-// discardHedgeLeg waits for the losing send, already cancelled, and
-// releases it.
-func discardHedgeLeg[R any](results <-chan hedgeLeg[R], discard func(R)) {
-	releaseHedgeLeg(<-results, discard)
-}
-
 // httpLeg is what one send of a Transport's hedged attempt brought.
 type httpLeg struct {
 	resp *http.Response
@@ -126,8 +122,8 @@ func (rt *roundTrip) hedgedAttempt(n int) outcome {
 // hedged runs the sends of one hedged attempt under ctx and returns the
 // chosen result and the number of sends made (1 or 2). Each send is a deep
 // copy of the caller's request with a body of its own, so the losing send,
-// cancelled and drained after RoundTrip returned, shares nothing with the
-// caller, who may reuse the request by then. The sends see copies of what
+// cancelled and drained before RoundTrip returns, shares nothing with the
+// caller. The sends see copies of what
 // they need, never the round trip itself, which stays on its goroutine's
 // stack.
 func (rt *roundTrip) hedged(ctx context.Context, n int) (*http.Response, error, int) {

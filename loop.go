@@ -27,6 +27,9 @@ type outcome struct {
 	// pending: the server says an earlier copy of the request is still
 	// running (a keyed 409); the next attempt waits for its outcome.
 	pending bool
+	// answered: the dependency answered, whatever it answered (see
+	// Verdict.Answered; an HTTP response always is one).
+	answered bool
 }
 
 // unhealthy reports whether the attempt says its dependency is failing: a

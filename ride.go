@@ -9,7 +9,9 @@ import (
 // hammering it. It is on by default.
 //
 // The dependency is taken to be down when its attempts fail several times
-// in a row (5xx, 429, transport failures; never a 4xx), or when the retry
+// in a row (5xx, 429, transport failures; never a 4xx, and any answer that
+// is not a failure ends the streak: a dependency that answers is alive,
+// whatever it answers), or when the retry
 // budget denies a retry after its last two attempts failed (a budget that
 // another host's outage drained denies a healthy host's retry as usual,
 // ErrBudgetDenied). While it is down, requests to it are not sent: they
@@ -17,7 +19,8 @@ import (
 // except for a probe now and then: the first after 100 ms, then at doubling
 // intervals up to one a second, each request probing at most once. A probe
 // is an attempt like any other: WithMaxAttempts caps it too. When an
-// attempt is answered again (a success, a rejection, a keyed 409), the
+// attempt is answered again (a success, a rejection, a keyed 409; for a
+// Caller, a Verdict that is Answered or Pending and not Failing), the
 // waiting requests are released earliest deadline first, paced: at the
 // rate at which requests have asked for the dependency since it went down
 // (measured anew at every release, so it converges on the offered rate

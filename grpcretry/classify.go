@@ -24,9 +24,15 @@ func verdictOf(err error, trailer metadata.MD, keyed bool) retry.Verdict {
 	code := st.Code()
 	details := st.Details()
 	v.Failing = failing(code)
+	// The target answered, whatever it answered (a rejection, our server's
+	// "in progress"): it is alive, which its gate learns unless the answer
+	// says it is failing. A CANCELED is the caller's own doing.
+	v.Answered = code != codes.Canceled
 	if len(trailer[ReplayedTrailer]) > 0 {
 		// The server's stored outcome of an earlier call with this key:
-		// every retry gets it again.
+		// every retry gets it again, and the target that replayed it is
+		// up, whatever the stored status says.
+		v.Failing = false
 		return v
 	}
 	switch code {

@@ -20,13 +20,20 @@
 // target's latency; without any deadline, retry.DefaultAttemptTimeout
 // bounds each attempt), a retry budget on by default, riding through
 // outages of each target (a connection's Target), hedging of unary calls
-// with retry.WithHedging, one layer (a call inside retry.Do makes one
+// with retry.WithHedging (the losing copy is cancelled and has ended when
+// the call returns: nothing of a call runs after it), one layer (a call inside retry.Do makes one
 // attempt; its error is marked for Do to decide as this package would),
 // retry.Trace hooks and retry.Report (retry.WithReport, through
 // CallPolicy or retry.NewContext). A call that fails returns an error
 // whose gRPC status is the last attempt's, unchanged (status.Code,
 // status.Convert), and which is also a *retry.Error: errors.Is finds the
 // reason (retry.ErrAttemptsExhausted, retry.ErrBudgetDenied, ...).
+//
+// The caller's call options apply to every attempt, but for grpc.OnFinish,
+// which is about the call: its callbacks run once, when the call is over
+// (a server stream's, when the stream that answered ends), with the error
+// the call returns. grpc.Header, grpc.Trailer and grpc.Peer get the last
+// attempt's (a hedged call's, the winning copy's).
 //
 // Each attempt's status decides:
 //
@@ -40,12 +47,22 @@
 //	anything else              no: final (INTERNAL, UNKNOWN and DATA_LOSS count as failures of
 //	                           the target, for riding through outages; the others, rejections, do not)
 //
+// For riding through outages, a target that answers is alive, whatever it
+// answers: every status but CANCELED (the caller's own) and those that say
+// the target is failing (UNAVAILABLE, DEADLINE_EXCEEDED,
+// RESOURCE_EXHAUSTED, INTERNAL, UNKNOWN, DATA_LOSS) ends its streak of
+// failures, and, answering the probe, its outage: a rejection, our server's
+// "in progress" however often, a replayed outcome whatever its status.
+//
 // Besides the code:
 //
 //   - grpc-retry-pushback-ms (gRFC A6) and google.rpc.RetryInfo in the
 //     status's details are a floor for the next wait (the longer of the
 //     two), capped as Retry-After is (retry.WithMaxRetryAfter), never
-//     slept past the deadline (the call ends at once instead);
+//     slept past the deadline: the call ends at once instead, with the
+//     server's status (code, message, details) unchanged, and
+//     errors.Is finds retry.ErrDeadline and context.DeadlineExceeded in
+//     its error;
 //   - a negative, malformed or repeated grpc-retry-pushback-ms stops
 //     retrying (retry.ErrPushback), as in grpc-go;
 //   - PushbackTrailer (our services' own retries gave up) stops retrying
@@ -117,10 +134,17 @@
 // keys, pgstore.TxFrom (the handler's writes commit with the stored
 // outcome), the Runner's Observer (otelretry's RunnerOption).
 //
-// The stored reply is the handler's reply as proto encodes it, replayed
-// as a message of the method's reply type: byte for byte, but for the
-// order of a map field's entries, which protobuf's encoding leaves open
-// (two sends of one message may differ there too).
+// The stored reply is the handler's reply as proto encodes it, with its
+// message type's full name, replayed as a message of that type (found in
+// protoregistry.GlobalTypes, where every generated message is registered,
+// whether or not its service's descriptor is: a hand-written
+// grpc.ServiceDesc replays as a generated service does). A reply of a type
+// no registry knows is replayed as its bytes, in a message that keeps them
+// as unknown fields (an emptypb.Empty, for the interceptors above this
+// one). Either way the client gets the reply byte for byte, but for the
+// order of a map field's entries (or of a dynamic message's fields), which
+// protobuf's encoding leaves open (two sends of one message may differ
+// there too).
 //
 // # One layer across services
 //

@@ -33,12 +33,21 @@ func callErr(err error) error {
 }
 
 // statusOf is the gRPC status of a call that failed: the last attempt's,
-// or, when there is none, one that says why.
+// or, when there is none, one that says why. A call whose next wait would
+// have ended past its deadline (the server's pushback, or the backoff)
+// keeps the last attempt's status: what the server said is what the
+// caller needs, and errors.Is finds retry.ErrDeadline and
+// context.DeadlineExceeded beside it.
 func statusOf(e *retry.Error) *status.Status {
 	var timeout *retry.AttemptTimeoutError
 	switch {
 	case errors.Is(e.Context, context.Canceled):
 		return status.New(codes.Canceled, e.Error())
+	case errors.Is(e.Reason, retry.ErrDeadline) && e.Last != nil && !errors.As(e.Last, &timeout):
+		if st, ok := status.FromError(e.Last); ok {
+			return st
+		}
+		return status.New(codes.DeadlineExceeded, e.Error())
 	case errors.Is(e.Context, context.DeadlineExceeded):
 		// The call's deadline, as grpc-go says it (the last attempt's
 		// status is in the *retry.Error).

@@ -11,8 +11,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/exactlyonce/retry/idempotency"
 )
@@ -96,6 +98,7 @@ func (x *exchange) outcome(e *idempotency.Execution) ([]byte, error) {
 				"The reply cannot be encoded."), err)
 		}
 		o.status, o.reply, o.hasReply = &spb.Status{}, reply, true
+		o.replyType = string(msg.ProtoReflect().Descriptor().FullName())
 	}
 	b, err := o.encode(nil)
 	if err != nil {
@@ -173,7 +176,7 @@ func (x *exchange) replay(ctx context.Context, b []byte, replayed bool) (any, er
 	}
 	var reply proto.Message
 	if o.hasReply {
-		if reply = x.newReply(); reply == nil || proto.Unmarshal(o.reply, reply) != nil {
+		if reply = x.newReply(o.replyType); proto.Unmarshal(o.reply, reply) != nil {
 			return nil, refusal(codes.Internal, ReasonStoreFailed, "The stored reply is unreadable.")
 		}
 	}
@@ -187,17 +190,27 @@ func (x *exchange) replay(ctx context.Context, b []byte, replayed bool) (any, er
 	return reply, nil
 }
 
-// newReply returns an empty reply of the method's type: the generated one
-// when it is registered, else a dynamic message of the descriptor's.
-func (x *exchange) newReply() proto.Message {
-	if x.out.desc == nil {
-		return nil
+// newReply returns an empty reply to decode a stored one into: of the
+// stored type when it is registered (protoregistry.GlobalTypes: every
+// generated message is, whether or not its service's descriptor is); else
+// of the method's output type, when the method's descriptor is registered
+// (an outcome stored without its type); else a message that keeps every
+// field as unknown, which encodes back to the stored bytes, so that the
+// client gets the reply byte for byte whatever its type.
+func (x *exchange) newReply(typeName string) proto.Message {
+	if typeName != "" {
+		if mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(typeName)); err == nil {
+			return mt.New().Interface()
+		}
 	}
-	out := x.out.desc.Output()
-	if mt, err := protoregistry.GlobalTypes.FindMessageByName(out.FullName()); err == nil {
-		return mt.New().Interface()
+	if x.out.desc != nil {
+		out := x.out.desc.Output()
+		if mt, err := protoregistry.GlobalTypes.FindMessageByName(out.FullName()); err == nil {
+			return mt.New().Interface()
+		}
+		return dynamicpb.NewMessage(out)
 	}
-	return dynamicpb.NewMessage(out)
+	return new(emptypb.Empty)
 }
 
 // deliverMetadata sets the header and trailer of the call.

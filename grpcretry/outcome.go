@@ -10,8 +10,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// outcomeVersion is the first byte of a stored outcome.
-const outcomeVersion = 1
+// outcomeVersion is the first byte of a stored outcome. Version 1, which
+// stored no type name with the reply, is still read.
+const (
+	outcomeVersion   = 2
+	outcomeVersionV1 = 1
+)
 
 var errBadOutcome = errors.New("grpcretry: malformed stored outcome")
 
@@ -21,15 +25,17 @@ var errBadOutcome = errors.New("grpcretry: malformed stored outcome")
 type outcome struct {
 	status          *spb.Status // code 0 with a reply
 	reply           []byte
+	replyType       string // the reply message's full name; "" when unknown (version 1)
 	hasReply        bool
 	header, trailer metadata.MD
 }
 
 // encode appends the outcome to dst: a version byte; the status's protobuf
-// encoding; a byte that says whether a reply follows, and the reply; then
-// the header and the trailer metadata, each as a count of names, and per
-// name (sorted) the name and its values. Byte strings are preceded by
-// their length as a uvarint.
+// encoding; a byte that says whether a reply follows, and the reply's
+// message type (its full name) and encoding; then the header and the
+// trailer metadata, each as a count of names, and per name (sorted) the
+// name and its values. Byte strings are preceded by their length as a
+// uvarint.
 func (o *outcome) encode(dst []byte) ([]byte, error) {
 	st, err := proto.MarshalOptions{Deterministic: true}.Marshal(o.status)
 	if err != nil {
@@ -38,7 +44,8 @@ func (o *outcome) encode(dst []byte) ([]byte, error) {
 	b := append(dst, outcomeVersion)
 	b = appendBytes(b, st)
 	if o.hasReply {
-		b = appendBytes(append(b, 1), o.reply)
+		b = appendBytes(append(b, 1), []byte(o.replyType))
+		b = appendBytes(b, o.reply)
 	} else {
 		b = append(b, 0)
 	}
@@ -46,12 +53,14 @@ func (o *outcome) encode(dst []byte) ([]byte, error) {
 	return appendMD(b, o.trailer), nil
 }
 
-// decodeOutcome is the inverse of encode.
+// decodeOutcome is the inverse of encode; it reads version 1 too, whose
+// reply comes without its type.
 func decodeOutcome(b []byte) (outcome, error) {
 	var o outcome
-	if len(b) == 0 || b[0] != outcomeVersion {
+	if len(b) == 0 || (b[0] != outcomeVersion && b[0] != outcomeVersionV1) {
 		return o, errBadOutcome
 	}
+	typed := b[0] == outcomeVersion
 	rest := b[1:]
 	st, ok := cutBytes(&rest)
 	if !ok || len(rest) == 0 {
@@ -64,6 +73,13 @@ func decodeOutcome(b []byte) (outcome, error) {
 	switch flag := rest[0]; {
 	case flag == 1:
 		rest = rest[1:]
+		if typed {
+			name, ok := cutBytes(&rest)
+			if !ok {
+				return o, errBadOutcome
+			}
+			o.replyType = string(name)
+		}
 		if o.reply, ok = cutBytes(&rest); !ok {
 			return o, errBadOutcome
 		}

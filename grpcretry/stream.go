@@ -25,7 +25,9 @@ import (
 // idempotent; once a reply has been handed to the caller, the stream is
 // never opened again, so the caller never sees a reply twice (a failure
 // after it ends the stream with its status, as without this interceptor).
-// Its request is kept until the first reply, for the retries. Each attempt
+// Its request is kept until the first reply, for the retries. The
+// caller's grpc.OnFinish callbacks run once, when the stream that answered
+// ends (or with the call's error when no attempt answered). Each attempt
 // is bounded by the attempt timeout until its first reply; the stream then
 // lives until it ends or its context does.
 //
@@ -42,6 +44,7 @@ func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		call: retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe(), Hold: true},
 	}
 	s.call.Options = policyOf(opts)
+	opts, s.finish = takeOnFinish(opts)
 	s.opts = append(append([]grpc.CallOption(nil), opts...), grpc.Trailer(&s.trailer))
 	s.addKey = true
 	if k := ownKey(ctx); k != "" {
@@ -63,9 +66,11 @@ type serverStream struct {
 	cc       *grpc.ClientConn
 	method   string
 	streamer grpc.Streamer
-	opts     []grpc.CallOption // the caller's, and one that reads the trailer
+	opts     []grpc.CallOption // the caller's but grpc.OnFinish, and one that reads the trailer
 	call     retry.Call
 	addKey   bool
+	finish   callFinish     // the caller's grpc.OnFinish callbacks: run once, when the call ends
+	attempt  *attemptFinish // the end of the last attempt's stream, when finish is set
 
 	mu      sync.Mutex // the caller's goroutines (RecvMsg, Header, CloseSend) against start
 	req     any        // the request message, until the stream starts
@@ -166,6 +171,7 @@ func (s *serverStream) start(first any, header bool) error {
 	s.started = true
 	if !s.sent {
 		s.err = status.Error(codes.Internal, "grpcretry: a server stream's request was never sent")
+		s.finish.run(s.err)
 		return s.err
 	}
 	var got grpc.ClientStream // the last attempt's stream; nil when it ended at once
@@ -177,7 +183,11 @@ func (s *serverStream) start(first any, header bool) error {
 	s.req = nil
 	if err != nil {
 		s.err = callErr(err)
+		s.finish.run(s.err)
 		return s.err
+	}
+	if s.attempt != nil {
+		s.attempt.handOver(s.finish) // the stream that answered ends the call
 	}
 	s.cs = got
 	if got == nil {
@@ -195,7 +205,12 @@ func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.C
 	ctx = withKey(ctx, &s.call, s.addKey)
 	s.trailer = nil
 	keyed := s.call.Key != ""
-	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	opts := s.opts
+	if s.finish != nil {
+		s.attempt = new(attemptFinish)
+		opts = append(opts[:len(opts):len(opts)], s.attempt.option())
+	}
+	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, opts...)
 	if err != nil {
 		return nil, verdictOf(err, nil, keyed)
 	}

@@ -17,7 +17,9 @@ import (
 // IDEMPOTENT is retried as it is; any other gets an idempotency key in its
 // metadata (KeyMetadata), the same on every attempt, unless the call
 // brings its own. Attempts are hedged when retry.WithHedging is on, each
-// copy into a reply of its own, the winner's merged into reply.
+// copy into a reply of its own, the winner's merged into reply. The
+// caller's grpc.OnFinish callbacks run once, when the call is over, with
+// the error it returns.
 func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	u := &unaryCall{
@@ -25,6 +27,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 		call: retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe()},
 	}
 	u.call.Options = policyOf(opts)
+	opts, finish := takeOnFinish(opts)
 	u.ownKey(ctx)
 	_, isProto := reply.(proto.Message)
 	u.call.Hedgeable = isProto
@@ -34,9 +37,10 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 		h.deliver(reply, opts)
 	}
 	if err != nil {
-		return callErr(err)
+		err = callErr(err)
 	}
-	return nil
+	finish.run(err)
+	return err
 }
 
 // unaryCall is one unary call through the Client: what each attempt needs.
