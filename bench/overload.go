@@ -48,9 +48,10 @@ type OverloadResult struct {
 	Bucket                       time.Duration
 	Offered, Succeeded, Attempts []int
 	TriggerAt, TriggerEnd, Offer time.Duration
-	// Served is the work the server finished; Wasted the part of it whose
-	// caller had already gone.
-	Served, Wasted int
+	// Sent is every attempt that reached the server, those after the last
+	// bucket included; Served is the work the server finished; Wasted the
+	// part of it whose caller had already gone.
+	Sent, Served, Wasted int
 }
 
 // window sums the requests offered and succeeded in buckets [from, to).
@@ -111,17 +112,14 @@ func (r OverloadResult) PeakRate() float64 {
 // AttemptsPerRequest is the attempts that reached the server per request
 // offered.
 func (r OverloadResult) AttemptsPerRequest() float64 {
-	var a, o int
+	var o int
 	for i := range r.Offered {
 		o += r.Offered[i]
-	}
-	for _, n := range r.Attempts {
-		a += n
 	}
 	if o == 0 {
 		return 0
 	}
-	return float64(a) / float64(o)
+	return float64(r.Sent) / float64(o)
 }
 
 // WastedShare is the share of the server's finished work nobody waited for.
@@ -134,9 +132,9 @@ type capacityServer struct {
 	start   time.Time
 	slots   chan struct{} // a token per request admitted (queued or served)
 	workers chan struct{} // a token per busy worker
-	// attempts counts arrivals per bucket.
-	attempts       []atomic.Int64
-	served, wasted atomic.Int64
+	// attempts counts arrivals per bucket, sent all of them.
+	attempts             []atomic.Int64
+	sent, served, wasted atomic.Int64
 }
 
 func newCapacityServer(cfg OverloadConfig, buckets int) *capacityServer {
@@ -159,6 +157,7 @@ func (s *capacityServer) serviceTime(since time.Duration) time.Duration {
 // ServeHTTP admits the request to the queue, waits for a worker, and holds
 // it for the service time, whether or not its caller is still there.
 func (s *capacityServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.sent.Add(1)
 	if i := int(time.Since(s.start) / s.cfg.Bucket); i >= 0 && i < len(s.attempts) {
 		s.attempts[i].Add(1)
 	}
@@ -233,6 +232,6 @@ func Overload(ctx context.Context, lib Library, cfg OverloadConfig) OverloadResu
 		res.Succeeded[i] = int(succeeded[i].Load())
 		res.Attempts[i] = int(srv.attempts[i].Load())
 	}
-	res.Served, res.Wasted = int(srv.served.Load()), int(srv.wasted.Load())
+	res.Sent, res.Served, res.Wasted = int(srv.sent.Load()), int(srv.served.Load()), int(srv.wasted.Load())
 	return res
 }

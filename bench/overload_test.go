@@ -12,7 +12,7 @@ func TestOverloadFigures(t *testing.T) {
 		Offered:   []int{10, 10, 10, 10, 10, 10, 10, 10},
 		Succeeded: []int{10, 10, 5, 3, 9, 10, 9, 10},
 		Attempts:  []int{10, 10, 20, 40, 12, 10, 10, 10},
-		Served:    100, Wasted: 25,
+		Sent:      132, Served: 100, Wasted: 25,
 	}
 	if got := r.Before(); got != 1 {
 		t.Errorf("before %v, want 1", got)
@@ -30,7 +30,7 @@ func TestOverloadFigures(t *testing.T) {
 	if got := r.PeakRate(); got != 40 {
 		t.Errorf("peak %v, want 40", got)
 	}
-	if got := r.AttemptsPerRequest(); got != 122.0/80 {
+	if got := r.AttemptsPerRequest(); got != 132.0/80 {
 		t.Errorf("attempts per request %v", got)
 	}
 	if got := r.WastedShare(); got != 0.25 {

@@ -177,17 +177,17 @@ func TestOverloadCounts(t *testing.T) {
 	offered := int(ov.Offer.Seconds() * float64(ov.Rate))
 	for _, r := range res.Libs {
 		for _, o := range []OverloadResult{r.OverloadDefaults, r.OverloadPolicy} {
-			var n, ok, served int
+			var n, ok, bucketed int
 			for i := range o.Offered {
 				n += o.Offered[i]
 				ok += o.Succeeded[i]
 			}
 			for _, a := range o.Attempts {
-				served += a
+				bucketed += a
 			}
-			if n != offered || ok > n || o.Wasted > o.Served || o.Served > served {
-				t.Errorf("%s: %d offered (want %d), %d succeeded, %d served of %d attempts, %d wasted",
-					r.Library.Name, n, offered, ok, o.Served, served, o.Wasted)
+			if n != offered || ok > n || o.Wasted > o.Served || o.Served > o.Sent || bucketed > o.Sent || ok > o.Served {
+				t.Errorf("%s: %d offered (want %d), %d succeeded, %d served of %d attempts (%d in the buckets), %d wasted",
+					r.Library.Name, n, offered, ok, o.Served, o.Sent, bucketed, o.Wasted)
 			}
 			if !r.Library.Retries && o.AttemptsPerRequest() > 1 {
 				t.Errorf("%s: %.2f attempts per request without retries", r.Library.Name, o.AttemptsPerRequest())
