@@ -181,3 +181,33 @@ func TestRetryableCodesRefusesCodesNeverRetried(t *testing.T) {
 		})
 	}
 }
+
+// The rules not about the list hold whatever it says: RESOURCE_EXHAUSTED
+// with a pushback is retried unlisted, and ABORTED, listed, is retried for
+// a call that is not keyed (a NO_SIDE_EFFECTS method).
+func TestRetryableCodesKeepTheRulesNotAboutTheList(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(context.Context) error
+		list []codes.Code
+	}{
+		{"RESOURCE_EXHAUSTED with a pushback, empty list",
+			withTrailer(exhausted, metadata.Pairs(grpcretry.PushbackMsTrailer, "1")), nil},
+		{"ABORTED listed, not keyed", constant(status.Error(codes.Aborted, "conflict")), []codes.Code{codes.Aborted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &payments{}
+			fail := func(ctx context.Context, _ *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) {
+				return nil, tc.fail(ctx)
+			}
+			a := &attempts{}
+			srv := serve(t, true, func(s *grpc.Server) { paymentspb.RegisterPaymentsServer(s, &failing{p, fail}) },
+				grpc.ChainUnaryInterceptor(a.unary))
+			client := dial(t, srv, grpcretry.NewClient(fast))
+			_, err := client.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{}, grpcretry.RetryableCodes(tc.list...))
+			assert.ErrorIs(t, err, retry.ErrAttemptsExhausted)
+			assert.Equal(t, 4, a.Count())
+			assert.Equal(t, []string{"", "", "", ""}, a.Keys(), "not keyed")
+		})
+	}
+}
