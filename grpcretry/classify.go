@@ -14,8 +14,9 @@ import (
 
 // verdictOf classifies one attempt by its status and trailers (see the
 // package documentation's table); keyed says the call carries an
-// idempotency key. A nil err is a success.
-func verdictOf(err error, trailer metadata.MD, keyed bool) retry.Verdict {
+// idempotency key, retryable are the codes the call retries
+// (RetryableCodes). A nil err is a success.
+func verdictOf(err error, trailer metadata.MD, keyed bool, retryable codeSet) retry.Verdict {
 	if err == nil {
 		return retry.Verdict{}
 	}
@@ -35,16 +36,14 @@ func verdictOf(err error, trailer metadata.MD, keyed bool) retry.Verdict {
 		v.Failing = false
 		return v
 	}
-	switch code {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		v.Retry = true
-	case codes.Aborted:
+	// An attempt's deadline is always retried (the call's own ends the
+	// loop), and a listed code.
+	v.Retry = code == codes.DeadlineExceeded || retryable.has(code)
+	if code == codes.Aborted && keyed {
 		// A concurrency conflict: for a keyed call, the key's first call
 		// still running (ours waits it out) or another attempt's lease.
-		if keyed {
-			v.Retry = true
-			v.Pending = hasReason(details, ReasonInProgress)
-		}
+		v.Retry = true
+		v.Pending = hasReason(details, ReasonInProgress)
 	}
 	if len(trailer[PushbackTrailer]) > 0 {
 		// The server's own retries gave up: retrying it multiplies load.

@@ -9,11 +9,21 @@ import (
 // Client holds the retry policy of a gRPC client: its interceptors, Unary
 // and Stream, run every call on the retry loop behind the HTTP Transport
 // and retry.Do (see the package documentation). Install both on a
-// connection:
+// connection dialled with grpc.WithDisableRetry, so that retries happen at
+// one layer, ours:
 //
 //	retrying := grpcretry.NewClient(retry.WithTotalTimeout(5 * time.Second))
 //	conn, err := grpc.NewClient(addr, creds,
+//		grpc.WithDisableRetry(), // one layer of retries: ours
 //		grpc.WithChainUnaryInterceptor(retrying.Unary), grpc.WithChainStreamInterceptor(retrying.Stream))
+//
+// Without grpc.WithDisableRetry, a retryPolicy in the connection's service
+// config (from DNS, xDS or grpc.WithDefaultServiceConfig) retries inside
+// each of our attempts, and the two layers multiply: 4 attempts of ours,
+// each up to maxAttempts of grpc-go's. An interceptor cannot see whether
+// the connection was dialled with it, so the Client cannot check it for
+// you. grpc.WithDisableRetry keeps grpc-go's transparent retries, of
+// attempts that never reached the server's application.
 //
 // One Client may serve many connections: they then share its budget, and
 // each target (a connection's Target) has its own gate for riding through
@@ -29,7 +39,8 @@ type Client struct {
 // retry.WithBudget is given, it has a retry budget of its own
 // (retry.DefaultBudget). retry.WithClassifier and the options of HTTP
 // bodies and statuses do not apply (status codes decide, see the package
-// documentation), nor does retry.WithKeyHeader: the key travels as
+// documentation; RetryableCodes chooses which are retried, per call or per
+// connection), nor does retry.WithKeyHeader: the key travels as
 // KeyMetadata.
 func NewClient(opts ...retry.Option) *Client {
 	return &Client{caller: retry.NewCaller(opts...)}

@@ -8,13 +8,30 @@
 // # Wiring
 //
 //	retrying := grpcretry.NewClient(retry.WithTotalTimeout(5 * time.Second))
-//	conn, err := grpc.NewClient(addr, creds, grpc.WithChainUnaryInterceptor(retrying.Unary), grpc.WithChainStreamInterceptor(retrying.Stream))
+//	conn, err := grpc.NewClient(addr, creds, grpc.WithDisableRetry(),
+//		grpc.WithChainUnaryInterceptor(retrying.Unary), grpc.WithChainStreamInterceptor(retrying.Stream))
 //	server := grpc.NewServer(grpc.ChainUnaryInterceptor(grpcretry.PushbackUnary, grpcretry.NewServerInterceptor(runner, callerOf).Unary))
+//
+// Example_wiring runs these three lines.
+//
+// Dial with grpc.WithDisableRetry: retries then happen at one layer, ours.
+// Without it, a retryPolicy in the connection's service config (from DNS,
+// from xDS, or grpc.WithDefaultServiceConfig) retries inside each of our
+// attempts, and the two layers multiply (4 attempts of ours, each up to
+// the policy's maxAttempts of grpc-go's: 16 at a dead server with a policy
+// of 4). The Client cannot detect it for you: ClientConn.GetMethodConfig
+// shows a policy from DNS or a default service config, but not one of an
+// xDS route, and nothing shows an interceptor whether the connection was
+// dialled with grpc.WithDisableRetry. grpc.WithDisableRetry keeps grpc-go's
+// transparent retries, of attempts that never reached the server's
+// application, which are safe and multiply nothing.
 //
 // # The client
 //
 // The options are retry's own, with the same defaults as the Transport:
-// 4 attempts, full-jitter backoff from 100 ms, the total deadline of the
+// 4 attempts, full-jitter backoff (the wait before retry n is uniform in
+// [0, min(10 s, 100 ms x 2^(n-1))): a multiplier of 2 and a cap of 10 s,
+// retry.DefaultBackoffBase and retry.DefaultBackoffCap), the total deadline of the
 // call's context or retry.WithTotalTimeout, attempt timeouts
 // (retry.WithAttemptTimeout, retry.WithAdaptiveTimeout learning each
 // target's latency; without any deadline, retry.DefaultAttemptTimeout
@@ -29,23 +46,63 @@
 // status.Convert), and which is also a *retry.Error: errors.Is finds the
 // reason (retry.ErrAttemptsExhausted, retry.ErrBudgetDenied, ...).
 //
-// The caller's call options apply to every attempt, but for grpc.OnFinish,
-// which is about the call: its callbacks run once, when the call is over
-// (a server stream's, when the stream that answered ends), with the error
-// the call returns. grpc.Header, grpc.Trailer and grpc.Peer get the last
-// attempt's (a hedged call's, the winning copy's).
+// A service config's retryPolicy, field by field:
+//
+//	grpc-go retryPolicy      grpcretry
+//	maxAttempts              retry.WithMaxAttempts (default 4)
+//	initialBackoff           retry.FullJitter's base (default 100 ms)
+//	maxBackoff               retry.FullJitter's cap (default 10 s)
+//	backoffMultiplier        2, fixed (a retry.BackoffFunc for any other shape)
+//	retryableStatusCodes     RetryableCodes, per call or per connection (default UNAVAILABLE)
+//	retryThrottling          the retry budget (retry.WithBudget; on by default)
+//
+// While a target is down (riding through outages, see retry.RideThrough),
+// a call waits for it within its deadline; a call without one (no
+// deadline in its context, no retry.WithTotalTimeout) waits up to MaxWait
+// (retry.DefaultMaxWait, 10 s), and none at all (but as the probe that is
+// due) once the target has been down for longer than that. How a call that
+// did not succeed ends:
+//
+//	how it ended                                 status                        errors.Is finds
+//	the caller cancelled it (in an attempt,      CANCELED                      context.Canceled
+//	  a backoff or a wait at the gate)
+//	its deadline passed (in an attempt or        DEADLINE_EXCEEDED             context.DeadlineExceeded
+//	  a wait at the gate)                                                      (retry.ErrDependencyDown at the gate)
+//	its next wait would end past its deadline    the last attempt's            retry.ErrDeadline, context.DeadlineExceeded
+//	a wait at the gate ended by MaxWait; the     the last attempt's,           retry.ErrDependencyDown
+//	  target down for longer than MaxWait;         UNAVAILABLE when none
+//	  MaxWaiters calls waiting already
+//	the budget denied a retry (riding through    the last attempt's            retry.ErrBudgetDenied
+//	  off; on, the call waits for the target)
+//	its attempts spent                           the last attempt's            retry.ErrAttemptsExhausted
+//	a final status                               the last attempt's            retry.ErrPermanent (or ErrPushback, ErrNotIdempotent)
 //
 // Each attempt's status decides:
 //
 //	status                     retried?
 //	OK                         no: success
-//	UNAVAILABLE                yes
-//	DEADLINE_EXCEEDED          yes, of an attempt; the call's own deadline ends the call
-//	RESOURCE_EXHAUSTED         only with grpc-retry-pushback-ms or a google.rpc.RetryInfo
-//	ABORTED                    only for a keyed call; our server's "in progress" is waited out,
-//	                           neither spending the budget nor counting as an attempt
-//	anything else              no: final (INTERNAL, UNKNOWN and DATA_LOSS count as failures of
-//	                           the target, for riding through outages; the others, rejections, do not)
+//	UNAVAILABLE                yes (the default of RetryableCodes)
+//	DEADLINE_EXCEEDED          yes, of an attempt, whatever RetryableCodes say; the call's own
+//	                           deadline ends the call
+//	RESOURCE_EXHAUSTED         only with grpc-retry-pushback-ms or a google.rpc.RetryInfo, or listed
+//	ABORTED                    only for a keyed call, or listed; our server's "in progress" is waited
+//	                           out, neither spending the budget nor counting as an attempt
+//	anything else              only listed; else final (INTERNAL, UNKNOWN and DATA_LOSS count as
+//	                           failures of the target, for riding through outages; the others,
+//	                           rejections, do not)
+//
+// RetryableCodes (a grpc.CallOption; grpc.WithDefaultCallOptions gives it
+// to every call of a connection) lists the codes retried in place of
+// UNAVAILABLE, as a retryPolicy's retryableStatusCodes does. A listed code
+// is retried as UNAVAILABLE is, under every rule below: a call neither
+// declared idempotent nor keyed is still never repeated after it, and a
+// replayed outcome is still final (a keyed call whose stored outcome is
+// INTERNAL gets it once more, then stops). A listed code counts as a
+// failure of the target, for riding through outages: list only codes that
+// say the server is failing, never a rejection that will come again (our
+// server's INVALID_ARGUMENT and FAILED_PRECONDITION for a bad or reused
+// key). OK, CANCELED and codes gRPC does not define are refused: the call
+// fails with a *CodeError (INVALID_ARGUMENT) and is not made.
 //
 // For riding through outages, a target that answers is alive, whatever it
 // answers: every status but CANCELED (the caller's own) and those that say

@@ -36,12 +36,19 @@ import (
 // could repeat their effect.
 func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	set, err := codesOf(opts)
+	if err != nil {
+		_, finish := takeOnFinish(opts)
+		finish.run(err)
+		return nil, err
+	}
 	if desc.ClientStreams || !desc.ServerStreams {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	s := &serverStream{
 		c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
-		call: retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe(), Hold: true},
+		call:  retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe(), Hold: true},
+		codes: set,
 	}
 	s.call.Options = policyOf(opts)
 	opts, s.finish = takeOnFinish(opts)
@@ -68,6 +75,7 @@ type serverStream struct {
 	streamer grpc.Streamer
 	opts     []grpc.CallOption // the caller's but grpc.OnFinish, and one that reads the trailer
 	call     retry.Call
+	codes    codeSet // the codes retried (RetryableCodes)
 	addKey   bool
 	finish   callFinish     // the caller's grpc.OnFinish callbacks: run once, when the call ends
 	attempt  *attemptFinish // the end of the last attempt's stream, when finish is set
@@ -212,7 +220,7 @@ func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.C
 	}
 	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, opts...)
 	if err != nil {
-		return nil, verdictOf(err, nil, keyed)
+		return nil, verdictOf(err, nil, keyed, s.codes)
 	}
 	if cs.SendMsg(s.req) == nil {
 		_ = cs.CloseSend() // an error of either comes with the stream's status
@@ -233,7 +241,7 @@ func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.C
 	case errors.Is(err, io.EOF):
 		return nil, retry.Verdict{}
 	}
-	return nil, verdictOf(err, s.trailer, keyed)
+	return nil, verdictOf(err, s.trailer, keyed, s.codes)
 }
 
 // end releases the stream's contexts once it ended.

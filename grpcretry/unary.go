@@ -28,6 +28,11 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	u.call.Options = policyOf(opts)
 	opts, finish := takeOnFinish(opts)
+	var err error
+	if u.codes, err = codesOf(opts); err != nil {
+		finish.run(err)
+		return err
+	}
 	u.ownKey(ctx)
 	_, isProto := reply.(proto.Message)
 	u.call.Hedgeable = isProto
@@ -53,7 +58,8 @@ type unaryCall struct {
 	opts       []grpc.CallOption // the caller's, and one that reads the trailer
 	optsBuf    [4]grpc.CallOption
 	trailer    metadata.MD
-	addKey     bool // the key goes in the attempts' metadata (the caller sent none)
+	codes      codeSet // the codes retried (RetryableCodes)
+	addKey     bool    // the key goes in the attempts' metadata (the caller sent none)
 }
 
 // ownKey keeps a key the caller put in the outgoing metadata; a blank one
@@ -73,7 +79,7 @@ func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) retry.Verdic
 	}
 	u.trailer = nil
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
-	return verdictOf(err, u.trailer, u.call.Key != "")
+	return verdictOf(err, u.trailer, u.call.Key != "", u.codes)
 }
 
 // copy makes one copy of a hedged attempt, into a reply, header, trailer
@@ -91,7 +97,7 @@ func (u *unaryCall) copy(ctx context.Context) retry.Verdict {
 	}
 	opts = append(opts, grpc.Header(&h.header), grpc.Trailer(&h.trailer), grpc.Peer(&h.peer))
 	err := u.invoker(ctx, u.method, u.req, h.reply, u.cc, opts...)
-	v := verdictOf(err, h.trailer, u.call.Key != "")
+	v := verdictOf(err, h.trailer, u.call.Key != "", u.codes)
 	v.Result = h
 	return v
 }
