@@ -72,7 +72,17 @@ func closedLoop(ctx context.Context, newClient func(http.RoundTripper) Client, c
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
 	client := newClient(tr)
+	took, succeeded := cfg.drive(ctx, func(ctx context.Context, i int64) bool {
+		code, _, err := send(ctx, client, http.MethodGet, srv.URL, "c"+strconv.FormatInt(i, 10), nil, cfg.RequestTimeout)
+		return err == nil && code/100 == 2
+	})
+	return ClosedLoopResult{Took: took, Calls: cfg.Calls, Succeeded: succeeded, Attempts: int(srv.Attempts())}
+}
 
+// drive runs cfg.Callers callers in a closed loop until cfg.Calls calls
+// were made; call makes call i (from 1) and reports whether it succeeded.
+// It returns how long the calls took in all and how many succeeded.
+func (cfg ClosedLoopConfig) drive(ctx context.Context, call func(ctx context.Context, i int64) bool) (time.Duration, int) {
 	var (
 		wg        sync.WaitGroup
 		next      atomic.Int64
@@ -86,13 +96,12 @@ func closedLoop(ctx context.Context, newClient func(http.RoundTripper) Client, c
 				if i > int64(cfg.Calls) || ctx.Err() != nil {
 					return
 				}
-				code, _, err := send(ctx, client, http.MethodGet, srv.URL, "c"+strconv.FormatInt(i, 10), nil, cfg.RequestTimeout)
-				if err == nil && code/100 == 2 {
+				if call(ctx, i) {
 					succeeded.Add(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return ClosedLoopResult{Took: time.Since(start), Calls: cfg.Calls, Succeeded: int(succeeded.Load()), Attempts: int(srv.Attempts())}
+	return time.Since(start), int(succeeded.Load())
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/grpcretry"
 )
 
@@ -20,6 +21,22 @@ type GRPCLibrary struct {
 	// them retries as the library does. Connections made with one result
 	// share its state (our budget, grpc-go's throttle is per connection).
 	Dial func() []grpc.DialOption
+	// Bounded, if set, returns the dial options of a client whose every
+	// attempt is bounded by d, through the library's own option; a
+	// library without one runs with the call's deadline only.
+	Bounded func(d time.Duration) []grpc.DialOption
+	// RideThroughOff, if set, returns ours with riding through outages
+	// off.
+	RideThroughOff func() []grpc.DialOption
+}
+
+// DialBounded returns the dial options of lib's client with every attempt
+// bounded by d where the library can, else its plain options.
+func (l GRPCLibrary) DialBounded(d time.Duration) []grpc.DialOption {
+	if l.Bounded != nil {
+		return l.Bounded(d)
+	}
+	return l.Dial()
 }
 
 // GRPCLibraries returns the gRPC clients under comparison: ours, a bare
@@ -28,17 +45,32 @@ type GRPCLibrary struct {
 // default).
 func GRPCLibraries() []GRPCLibrary {
 	return []GRPCLibrary{
-		{Name: "exactlyonce (grpcretry)", Retries: true, Dial: dialOurs},
+		{Name: "exactlyonce (grpcretry)", Retries: true, Dial: dialOurs, Bounded: dialOursBounded, RideThroughOff: dialOursOff},
 		{Name: "grpc-go, no retry", Dial: func() []grpc.DialOption { return nil }},
+		// grpc-go's retryPolicy has no attempt timeout: a call's deadline
+		// bounds all of its attempts together.
 		{Name: "grpc-go retryPolicy + retryThrottling", Retries: true, Dial: dialBuiltIn},
-		{Name: "go-grpc-middleware retry", Retries: true, Dial: dialMiddleware},
+		{Name: "go-grpc-middleware retry", Retries: true, Dial: dialMiddleware, Bounded: dialMiddlewareBounded},
 	}
 }
 
 // dialOurs is grpcretry's Client with its defaults (4 attempts, full
 // jitter from 100 ms, the budget, riding through outages).
-func dialOurs() []grpc.DialOption {
-	c := grpcretry.NewClient()
+func dialOurs() []grpc.DialOption { return dialOursWith() }
+
+// dialOursBounded is ours with retry.WithAttemptTimeout(d).
+func dialOursBounded(d time.Duration) []grpc.DialOption {
+	return dialOursWith(retry.WithAttemptTimeout(d))
+}
+
+// dialOursOff is ours with riding through outages off.
+func dialOursOff() []grpc.DialOption {
+	return dialOursWith(retry.WithRideThrough(retry.RideThrough{Off: true}))
+}
+
+// dialOursWith is grpcretry's Client with opts on top of its defaults.
+func dialOursWith(opts ...retry.Option) []grpc.DialOption {
+	c := grpcretry.NewClient(opts...)
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}
 }
 
@@ -63,12 +95,21 @@ func dialBuiltIn() []grpc.DialOption {
 // dialMiddleware is go-grpc-middleware's retry interceptor with 4 attempts
 // (its default is none), its default codes (UNAVAILABLE,
 // RESOURCE_EXHAUSTED) and exponential backoff from 100 ms with 10% jitter.
-func dialMiddleware() []grpc.DialOption {
-	opts := []grpcmw.CallOption{
+func dialMiddleware() []grpc.DialOption { return dialMiddlewareWith() }
+
+// dialMiddlewareBounded is go-grpc-middleware's retry with
+// WithPerRetryTimeout(d), which also retries an attempt that ran out of it.
+func dialMiddlewareBounded(d time.Duration) []grpc.DialOption {
+	return dialMiddlewareWith(grpcmw.WithPerRetryTimeout(d))
+}
+
+// dialMiddlewareWith is dialMiddleware's interceptor with extra options.
+func dialMiddlewareWith(extra ...grpcmw.CallOption) []grpc.DialOption {
+	opts := append([]grpcmw.CallOption{
 		grpcmw.WithMax(4),
 		grpcmw.WithCodes(codes.Unavailable, codes.ResourceExhausted),
 		grpcmw.WithBackoff(grpcmw.BackoffExponentialWithJitter(100*time.Millisecond, 0.1)),
-	}
+	}, extra...)
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(grpcmw.UnaryClientInterceptor(opts...)),
 		grpc.WithChainStreamInterceptor(grpcmw.StreamClientInterceptor(opts...)),

@@ -68,6 +68,15 @@ func writeGRPCMarkdown(b *strings.Builder, res GRPCResults) {
 	row("retry storm: time taken by calls made after the recovery, p50 / p99", func(r GRPCLibResult) string {
 		return fmt.Sprintf("%s / %s", latency(r.Storm.AfterQuantile(0.5)), latency(r.Storm.AfterQuantile(0.99)))
 	})
+	slowStormRows(row, "retry storm", "calls", s.SlowStorm, func(r GRPCLibResult) StormResult { return r.SlowStorm })
+	if cl := s.ClosedLoop; cl.Calls > 0 {
+		row(fmt.Sprintf("closed loop, %d callers, calls cut now and then: time for %d calls (succeeded)", cl.Callers, cl.Calls), func(r GRPCLibResult) string {
+			return closedLoopCell(r.ClosedLoop)
+		})
+	}
+	if s.Overload.Rate > 0 {
+		overloadRows(row, s.Overload, "attempt timeouts like for like", func(r GRPCLibResult) OverloadResult { return r.Overload })
+	}
 	bare := bareGRPC(res)
 	if s.Cost && len(bare.Costs) > 0 {
 		for j, cc := range GRPCCostCases {
@@ -106,6 +115,38 @@ interceptor in front of the service, keys optional so that every client is serve
   metadata, the least any client sending a key costs) measured %s.
 `, s.OutageCalls, s.Callers, s.CallerCalls, s.OutageTimeout, s.Charges, s.Concurrency, 100*s.Drop, 100*s.Reset,
 		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout, grpcCostRounds, keyFloorNote(res))
+	writeGRPCScenarioNotes(b, s)
+}
+
+// writeGRPCScenarioNotes tells how the slow storm, the closed loop and the
+// finite-capacity server were run over gRPC.
+func writeGRPCScenarioNotes(b *strings.Builder, s GRPCSettings) {
+	if st := s.SlowStorm; st.Rate > 0 {
+		fmt.Fprintf(b, `- **Retry storm, slow server**: the same storm against a service that takes %v to %v (by a
+  fixed pseudo-random sequence) for each call it serves; it refuses at once during the outage.
+`, st.ServiceTime, st.ServiceTime+st.ServiceSpread)
+	}
+	if cl := s.ClosedLoop; cl.Calls > 0 {
+		fmt.Fprintf(b, `- **Closed loop**: %d callers, each making its next GetCharge call when its last one returned,
+  %d calls in all, each with a %v deadline, to a service that takes %v per call. The cuts are
+  made by an interceptor in front of the service: after every %d attempts it answers the next %d
+  UNAVAILABLE at once (what a call gets when its connection is lost under it), so that no
+  library meets grpc-go's reconnection backoff, which a proxy resetting connections would add.
+  Each client with its policy above; ours again with riding through off, and the ratio of the two.
+`, cl.Callers, cl.Calls, cl.RequestTimeout, cl.ServiceTime, cl.CutEvery, cl.CutLength)
+	}
+	if ov := s.Overload; ov.Rate > 0 {
+		fmt.Fprintf(b, `- **Finite-capacity server**: the HTTP scenario's server (the same pool of %d workers of %v and a
+  queue of %d; work goes on after its caller left) behind an interceptor that answers UNAVAILABLE
+  at once when the queue is full. Open-loop GetCharge calls, %d/s for %v, each with a %v deadline;
+  from %v to %v the service time is x%d. Each attempt is bounded by %v where a client can set
+  it: ours through grpcretry.NewClient(retry.WithAttemptTimeout), go-grpc-middleware through
+  WithPerRetryTimeout (an attempt that runs out of it is retried). grpc-go's retryPolicy has no
+  attempt timeout (a call's deadline bounds all its attempts together), so it runs with the
+  deadline only, as the bare client does. Each client with its policy above; the rows read as the
+  HTTP table's.
+`, ov.Workers, ov.ServiceTime, ov.Queue, ov.Rate, ov.Offer, ov.RequestTimeout, ov.TriggerAt, ov.triggerEnd(), ov.Slowdown, ov.AttemptTimeout)
+	}
 }
 
 // bareGRPC returns the bare client's results.

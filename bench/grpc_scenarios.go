@@ -27,8 +27,16 @@ type GRPCSettings struct {
 	Charges, Concurrency int
 	Drop, Reset          float64
 	Seed                 uint64
-	// Storm is the HTTP retry storm's shape, for gRPC calls.
-	Storm StormConfig
+	// Storm is the HTTP retry storm's shape, for gRPC calls; SlowStorm
+	// the same against a service that takes its time (none when its Rate
+	// is 0).
+	Storm, SlowStorm StormConfig
+	// ClosedLoop is callers in a closed loop to a service that cuts calls
+	// now and then (none when Calls is 0).
+	ClosedLoop ClosedLoopConfig
+	// Overload is the finite-capacity server slowed down for a moment
+	// (none when Rate is 0); its Policy does not apply.
+	Overload OverloadConfig
 	// Cost runs the cost benchmarks.
 	Cost bool
 }
@@ -38,7 +46,9 @@ type GRPCLibResult struct {
 	Library              GRPCLibrary
 	OutageSeq, OutageCon OutageResult
 	Duplicates           DuplicatesResult
-	Storm                StormResult
+	Storm, SlowStorm     StormResult
+	ClosedLoop           ClosedLoopResult
+	Overload             OverloadResult
 	// Costs are indexed like GRPCCostCases.
 	Costs []Cost
 }
@@ -90,11 +100,28 @@ func RunGRPC(ctx context.Context, s GRPCSettings, log func(name string, took tim
 	step("gRPC: duplicates under the demo's faults", func(r *GRPCLibResult) {
 		r.Duplicates = GRPCDuplicates(ctx, r.Library, s)
 	})
-	for i := range rs {
-		t := time.Now()
-		rs[i].Storm = GRPCStorm(ctx, rs[i].Library, s.Storm)
-		log("gRPC: retry storm, "+rs[i].Library.Name, time.Since(t))
+	// One library at a time from here: the load and the time taken are
+	// measured.
+	one := func(name string, run bool, f func(r *GRPCLibResult)) {
+		if !run {
+			return
+		}
+		for i := range rs {
+			t := time.Now()
+			f(&rs[i])
+			log("gRPC: "+name+", "+rs[i].Library.Name, time.Since(t))
+		}
 	}
+	one("retry storm", true, func(r *GRPCLibResult) { r.Storm = GRPCStorm(ctx, r.Library, s.Storm) })
+	one("retry storm, slow server", s.SlowStorm.Rate > 0, func(r *GRPCLibResult) {
+		r.SlowStorm = GRPCStorm(ctx, r.Library, s.SlowStorm)
+	})
+	one("closed loop", s.ClosedLoop.Calls > 0, func(r *GRPCLibResult) {
+		r.ClosedLoop = GRPCClosedLoop(ctx, r.Library, s.ClosedLoop)
+	})
+	one("overload", s.Overload.Rate > 0, func(r *GRPCLibResult) {
+		r.Overload = GRPCOverload(ctx, r.Library, s.Overload)
+	})
 	return GRPCResults{Settings: s, Libs: rs, FloorCosts: floor}
 }
 
@@ -169,16 +196,20 @@ func GRPCDuplicates(ctx context.Context, lib GRPCLibrary, s GRPCSettings) Duplic
 }
 
 // GRPCStorm offers cfg.Rate calls a second for cfg.Offer to a service that
-// answers UNAVAILABLE for its first cfg.Outage, each call with
-// cfg.RequestTimeout, and records the attempts over time.
+// answers UNAVAILABLE for its first cfg.Outage (and takes cfg's service
+// time for each call it serves), each call with cfg.RequestTimeout, and
+// records the attempts over time.
 func GRPCStorm(ctx context.Context, lib GRPCLibrary, cfg StormConfig) StormResult {
-	var srv *grpcServer
+	var opts []grpcServerOption
+	if cfg.ServiceTime > 0 || cfg.ServiceSpread > 0 {
+		opts = append(opts, withServiceTime(cfg.serviceTime))
+	}
 	srv, err := startGRPCServer(func(_ uint64, since time.Duration, _ []byte, _ int) grpcFault {
 		if since < cfg.Outage {
 			return grpcFaultBefore
 		}
 		return grpcFaultNone
-	}, int(cfg.Window/cfg.Bucket)+1, cfg.Bucket)
+	}, int(cfg.Window/cfg.Bucket)+1, cfg.Bucket, opts...)
 	if err != nil {
 		return StormResult{}
 	}

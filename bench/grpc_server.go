@@ -77,16 +77,40 @@ type grpcServer struct {
 	mu    sync.Mutex
 	seen  map[[sha256.Size]byte]int
 	stop  func()
+	// serviceTime, if set, is how long the service takes for the n-th
+	// attempt, when no fault refuses it before.
+	serviceTime func(n uint64) time.Duration
+	// inner are interceptors between the front and the service's own.
+	inner []grpc.UnaryServerInterceptor
+}
+
+// grpcServerOption configures a grpcServer.
+type grpcServerOption func(*grpcServer)
+
+// withServiceTime makes the service take d(n) for the n-th attempt it
+// serves.
+func withServiceTime(d func(n uint64) time.Duration) grpcServerOption {
+	return func(s *grpcServer) { s.serviceTime = d }
+}
+
+// withInterceptor puts i between the front interceptor and the service's
+// own (grpcretry's server interceptor).
+func withInterceptor(i grpc.UnaryServerInterceptor) grpcServerOption {
+	return func(s *grpcServer) { s.inner = append(s.inner, i) }
 }
 
 // startGRPCServer starts a server; buckets and bucket size its time series
-// (none when 0).
-func startGRPCServer(fault func(uint64, time.Duration, []byte, int) grpcFault, buckets int, bucket time.Duration) (*grpcServer, error) {
+// (none when 0). Its Stop waits for the handlers still running.
+func startGRPCServer(fault func(uint64, time.Duration, []byte, int) grpcFault, buckets int, bucket time.Duration, opts ...grpcServerOption) (*grpcServer, error) {
 	s := &grpcServer{svc: &grpcPayments{byRef: map[string]int{}}, fault: fault, bucket: bucket,
 		buckets: make([]atomic.Int64, buckets), seen: map[[sha256.Size]byte]int{}, start: time.Now()}
+	for _, o := range opts {
+		o(s)
+	}
 	runner := idempotency.NewRunner(nil)
 	dedup := grpcretry.NewServerInterceptor(runner, grpcretry.SingleTenant, grpcretry.WithOptionalKeys())
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(s.front, dedup.Unary))
+	chain := append(append([]grpc.UnaryServerInterceptor{s.front}, s.inner...), dedup.Unary)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...), grpc.WaitForHandlers(true))
 	paymentspb.RegisterPaymentsServer(srv, s.svc)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -116,23 +140,27 @@ func (s *grpcServer) front(ctx context.Context, req any, _ *grpc.UnaryServerInfo
 	if i := int(since / max(s.bucket, 1)); i < len(s.buckets) {
 		s.buckets[i].Add(1)
 	}
-	if s.fault == nil {
-		return h(ctx, req)
+	fault := grpcFaultNone
+	if s.fault != nil {
+		msg, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req.(proto.Message))
+		k := sha256.Sum256(msg)
+		s.mu.Lock()
+		s.seen[k]++
+		seen := s.seen[k]
+		s.mu.Unlock()
+		fault = s.fault(n, since, msg, seen)
 	}
-	msg, _ := proto.MarshalOptions{Deterministic: true}.Marshal(req.(proto.Message))
-	k := sha256.Sum256(msg)
-	s.mu.Lock()
-	s.seen[k]++
-	seen := s.seen[k]
-	s.mu.Unlock()
-	switch s.fault(n, since, msg, seen) {
-	case grpcFaultBefore:
-		return nil, errGRPCUnavailable
-	case grpcFaultAfter:
-		h(ctx, req)
+	if fault == grpcFaultBefore {
 		return nil, errGRPCUnavailable
 	}
-	return h(ctx, req)
+	if s.serviceTime != nil {
+		time.Sleep(s.serviceTime(n))
+	}
+	reply, err := h(ctx, req)
+	if fault == grpcFaultAfter {
+		return nil, errGRPCUnavailable
+	}
+	return reply, err
 }
 
 // series returns the attempts per bucket.

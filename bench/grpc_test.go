@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -28,6 +29,45 @@ func TestGRPCQuick(t *testing.T) {
 	var b strings.Builder
 	require.NoError(WriteGRPCMarkdown(&b, res.GRPC))
 	require.Contains(b.String(), "| total outage, attempts per call")
+	require.Contains(b.String(), "| closed loop, ")
+	require.Contains(b.String(), "| finite-capacity server slowed")
+	require.Contains(b.String(), "| retry storm, service taking")
+}
+
+// The gRPC storm against a slow service, the closed loop and the
+// finite-capacity server count what they should, for every library; no
+// timing assertions.
+func TestGRPCScenarioCounts(t *testing.T) {
+	res := quickResults(t)
+	s := res.Settings.GRPC
+	offered := int(s.Overload.Offer.Seconds() * float64(s.Overload.Rate))
+	for _, r := range res.GRPC.Libs {
+		name := "gRPC " + r.Library.Name
+		checkStormCounts(t, name, s.Storm, r.Storm)
+		checkStormCounts(t, name+", slow server", s.SlowStorm, r.SlowStorm)
+		checkClosedLoopCounts(t, name, s.ClosedLoop, r.Library.RideThroughOff != nil, r.ClosedLoop)
+		checkOverloadCounts(t, name, offered, r.Library.Retries, r.Overload)
+	}
+}
+
+// Per-attempt timeouts are set like for like where a library has them:
+// ours and go-grpc-middleware; grpc-go's retryPolicy cannot, and the bare
+// client has only the deadline. Riding through can be turned off for ours
+// alone.
+func TestGRPCAttemptTimeoutsLikeForLike(t *testing.T) {
+	for _, l := range GRPCLibraries() {
+		ours := strings.HasPrefix(l.Name, "exactlyonce")
+		want := ours || strings.HasPrefix(l.Name, "go-grpc-middleware")
+		if (l.Bounded != nil) != want {
+			t.Errorf("%s: has an attempt timeout of its own: %v, want %v", l.Name, l.Bounded != nil, want)
+		}
+		if (l.RideThroughOff != nil) != ours {
+			t.Errorf("%s: riding through can be turned off: %v", l.Name, l.RideThroughOff != nil)
+		}
+		if len(l.DialBounded(time.Second)) < len(l.Dial()) {
+			t.Errorf("%s: bounded dial options lost the library's own", l.Name)
+		}
+	}
 }
 
 func BenchmarkGRPCCost(b *testing.B) {

@@ -48,10 +48,12 @@ type OverloadResult struct {
 	Bucket                       time.Duration
 	Offered, Succeeded, Attempts []int
 	TriggerAt, TriggerEnd, Offer time.Duration
-	// Sent is every attempt that reached the server, those after the last
-	// bucket included; Served is the work the server finished; Wasted the
-	// part of it whose caller had already gone.
-	Sent, Served, Wasted int
+	// Served is the work the server finished; Wasted the part of it whose
+	// caller had already gone.
+	Served, Wasted int
+	// Arrived counts every attempt that reached the server, those after
+	// the series' last bucket included (retries of requests offered last).
+	Arrived int
 }
 
 // window sums the requests offered and succeeded in buckets [from, to).
@@ -109,8 +111,8 @@ func (r OverloadResult) PeakRate() float64 {
 	return float64(p) / r.Bucket.Seconds()
 }
 
-// AttemptsPerRequest is the attempts that reached the server per request
-// offered.
+// AttemptsPerRequest is the attempts that reached the server (all of
+// them, Arrived) per request offered.
 func (r OverloadResult) AttemptsPerRequest() float64 {
 	var o int
 	for i := range r.Offered {
@@ -119,84 +121,39 @@ func (r OverloadResult) AttemptsPerRequest() float64 {
 	if o == 0 {
 		return 0
 	}
-	return float64(r.Sent) / float64(o)
+	return float64(r.Arrived) / float64(o)
 }
 
 // WastedShare is the share of the server's finished work nobody waited for.
 func (r OverloadResult) WastedShare() float64 { return share(r.Served, r.Wasted) }
 
-// capacityServer is a server of a few workers and a bounded queue whose
-// work is not cut short when its caller leaves.
-type capacityServer struct {
-	cfg     OverloadConfig
-	start   time.Time
-	slots   chan struct{} // a token per request admitted (queued or served)
-	workers chan struct{} // a token per busy worker
-	// attempts counts arrivals per bucket, sent all of them.
-	attempts             []atomic.Int64
-	sent, served, wasted atomic.Int64
-}
-
-func newCapacityServer(cfg OverloadConfig, buckets int) *capacityServer {
-	return &capacityServer{
-		cfg:      cfg,
-		slots:    make(chan struct{}, cfg.Workers+cfg.Queue),
-		workers:  make(chan struct{}, cfg.Workers),
-		attempts: make([]atomic.Int64, buckets),
+// capacityHandler answers HTTP requests with pool's work: 503 at once
+// when its queue is full, 200 once the work is done.
+func capacityHandler(pool *capacityPool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !pool.serve(r.Context()) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if r.Context().Err() == nil {
+			w.WriteHeader(http.StatusOK)
+		}
 	}
 }
 
-// serviceTime is how long a request that starts at since takes.
-func (s *capacityServer) serviceTime(since time.Duration) time.Duration {
-	if since >= s.cfg.TriggerAt && since < s.cfg.triggerEnd() {
-		return s.cfg.ServiceTime * time.Duration(s.cfg.Slowdown)
-	}
-	return s.cfg.ServiceTime
-}
+// buckets is the number of buckets the run's series has, one more than
+// the offer's (for arrivals after it).
+func (cfg OverloadConfig) buckets() int { return int(cfg.Offer/cfg.Bucket) + 1 }
 
-// ServeHTTP admits the request to the queue, waits for a worker, and holds
-// it for the service time, whether or not its caller is still there.
-func (s *capacityServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.sent.Add(1)
-	if i := int(time.Since(s.start) / s.cfg.Bucket); i >= 0 && i < len(s.attempts) {
-		s.attempts[i].Add(1)
-	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	defer func() { <-s.slots }()
-	s.workers <- struct{}{}
-	time.Sleep(s.serviceTime(time.Since(s.start)))
-	<-s.workers
-	s.served.Add(1)
-	if r.Context().Err() != nil {
-		s.wasted.Add(1)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-// Overload runs the overload scenario for lib with the configured policy
-// and attempt timeout: ours through WithAttemptTimeout, every
-// other retrying library through a base transport that bounds each attempt
-// (its documented way, an http.Client.Timeout, does the same per attempt).
-func Overload(ctx context.Context, lib Library, cfg OverloadConfig) OverloadResult {
-	buckets := int(cfg.Offer/cfg.Bucket) + 1
-	srv := newCapacityServer(cfg, buckets)
-	start := time.Now()
-	srv.start = start
-	ts := NewServer(srv.ServeHTTP, false)
-	defer ts.Close()
-	tr := newTransport()
-	tr.MaxIdleConnsPerHost = 512
-	defer tr.CloseIdleConnections()
-	client := lib.NewBounded(cfg.Policy, tr, cfg.AttemptTimeout)
-
-	offered := make([]atomic.Int64, buckets)
-	succeeded := make([]atomic.Int64, buckets)
+// offer makes cfg.Rate requests a second for cfg.Offer from start,
+// open-loop, each on a goroutine of its own (a request due while
+// cfg.MaxInFlight run is not sent: it fails), and waits for them; call
+// makes request i and reports whether it succeeded. It returns the
+// requests offered and succeeded per bucket of the time they were due.
+func (cfg OverloadConfig) offer(ctx context.Context, start time.Time, call func(ctx context.Context, i int) bool) (offered, succeeded []int) {
+	n := cfg.buckets()
+	offers := make([]atomic.Int64, n)
+	successes := make([]atomic.Int64, n)
 	var (
 		wg       sync.WaitGroup
 		inFlight atomic.Int64
@@ -208,30 +165,45 @@ func Overload(ctx context.Context, lib Library, cfg OverloadConfig) OverloadResu
 			break
 		}
 		b := int(due / cfg.Bucket)
-		offered[b].Add(1)
+		offers[b].Add(1)
 		if inFlight.Load() >= int64(cfg.MaxInFlight) {
 			continue
 		}
 		inFlight.Add(1)
 		wg.Go(func() {
 			defer inFlight.Add(-1)
-			code, _, err := send(ctx, client, http.MethodGet, ts.URL, "o"+strconv.Itoa(i), nil, cfg.RequestTimeout)
-			if err == nil && code/100 == 2 {
-				succeeded[b].Add(1)
+			if call(ctx, i) {
+				successes[b].Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	offered, succeeded = make([]int, n-1), make([]int, n-1)
+	for i := range offered {
+		offered[i], succeeded[i] = int(offers[i].Load()), int(successes[i].Load())
+	}
+	return offered, succeeded
+}
+
+// Overload runs the overload scenario for lib with the configured policy
+// and attempt timeout: ours through WithAttemptTimeout, every
+// other retrying library through a base transport that bounds each attempt
+// (its documented way, an http.Client.Timeout, does the same per attempt).
+func Overload(ctx context.Context, lib Library, cfg OverloadConfig) OverloadResult {
+	pool := newCapacityPool(cfg, cfg.buckets())
+	start := time.Now()
+	pool.start = start
+	ts := NewServer(capacityHandler(pool), false)
+	defer ts.Close()
+	tr := newTransport()
+	tr.MaxIdleConnsPerHost = 512
+	defer tr.CloseIdleConnections()
+	client := lib.NewBounded(cfg.Policy, tr, cfg.AttemptTimeout)
+
+	offered, succeeded := cfg.offer(ctx, start, func(ctx context.Context, i int) bool {
+		code, _, err := send(ctx, client, http.MethodGet, ts.URL, "o"+strconv.Itoa(i), nil, cfg.RequestTimeout)
+		return err == nil && code/100 == 2
+	})
 	ts.Close() // waits for the work still queued: all of it is counted
-	res := OverloadResult{
-		Bucket: cfg.Bucket, TriggerAt: cfg.TriggerAt, TriggerEnd: cfg.triggerEnd(), Offer: cfg.Offer,
-		Offered: make([]int, buckets-1), Succeeded: make([]int, buckets-1), Attempts: make([]int, buckets-1),
-	}
-	for i := range res.Offered {
-		res.Offered[i] = int(offered[i].Load())
-		res.Succeeded[i] = int(succeeded[i].Load())
-		res.Attempts[i] = int(srv.attempts[i].Load())
-	}
-	res.Sent, res.Served, res.Wasted = int(srv.sent.Load()), int(srv.served.Load()), int(srv.wasted.Load())
-	return res
+	return pool.result(offered, succeeded)
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -12,7 +14,7 @@ func TestOverloadFigures(t *testing.T) {
 		Offered:   []int{10, 10, 10, 10, 10, 10, 10, 10},
 		Succeeded: []int{10, 10, 5, 3, 9, 10, 9, 10},
 		Attempts:  []int{10, 10, 20, 40, 12, 10, 10, 10},
-		Sent:      132, Served: 100, Wasted: 25,
+		Served:    100, Wasted: 25, Arrived: 130, // 8 after the last bucket
 	}
 	if got := r.Before(); got != 1 {
 		t.Errorf("before %v, want 1", got)
@@ -30,7 +32,7 @@ func TestOverloadFigures(t *testing.T) {
 	if got := r.PeakRate(); got != 40 {
 		t.Errorf("peak %v, want 40", got)
 	}
-	if got := r.AttemptsPerRequest(); got != 132.0/80 {
+	if got := r.AttemptsPerRequest(); got != 130.0/80 {
 		t.Errorf("attempts per request %v", got)
 	}
 	if got := r.WastedShare(); got != 0.25 {
@@ -84,5 +86,110 @@ func TestClosedLoopCuts(t *testing.T) {
 	}
 	if (ClosedLoopConfig{}).cut(1) {
 		t.Error("no cuts configured, yet a cut")
+	}
+}
+
+// A storm's service time is ServiceTime plus a part of ServiceSpread, by a
+// fixed sequence.
+func TestStormServiceTime(t *testing.T) {
+	cfg := StormConfig{ServiceTime: 10 * time.Millisecond, ServiceSpread: 10 * time.Millisecond}
+	seen := map[time.Duration]bool{}
+	for n := uint64(1); n <= 1000; n++ {
+		d := cfg.serviceTime(n)
+		if d < 10*time.Millisecond || d > 20*time.Millisecond {
+			t.Fatalf("attempt %d takes %v, want 10-20 ms", n, d)
+		}
+		if d != cfg.serviceTime(n) {
+			t.Fatalf("attempt %d: not a fixed sequence", n)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 100 {
+		t.Errorf("only %d distinct service times in 1000 attempts", len(seen))
+	}
+	if d := (StormConfig{ServiceTime: 3 * time.Millisecond}).serviceTime(7); d != 3*time.Millisecond {
+		t.Errorf("no spread: %v, want 3ms", d)
+	}
+	if d := (StormConfig{}).serviceTime(7); d != 0 {
+		t.Errorf("no service time: %v, want 0", d)
+	}
+}
+
+// The capacity pool refuses a request when its queue is full, does the
+// work of one whose caller left and counts it as wasted, and counts every
+// arrival in its bucket.
+func TestCapacityPool(t *testing.T) {
+	cfg := OverloadConfig{Workers: 1, Queue: 1, ServiceTime: time.Millisecond, Slowdown: 4,
+		TriggerAt: time.Hour, Trigger: time.Hour, Bucket: time.Hour}
+	p := newCapacityPool(cfg, 2)
+	p.start = time.Now()
+	if !p.serve(context.Background()) {
+		t.Fatal("an idle pool refused a request")
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if !p.serve(gone) {
+		t.Fatal("an idle pool refused a request whose caller left")
+	}
+	p.slots <- struct{}{} // the queue and the worker taken
+	p.slots <- struct{}{}
+	if p.serve(context.Background()) {
+		t.Error("a full pool admitted a request")
+	}
+	res := p.result([]int{3}, []int{1})
+	if res.Served != 2 || res.Wasted != 1 || res.Attempts[0] != 3 || res.Arrived != 3 {
+		t.Errorf("served %d, wasted %d, attempts %v, arrived %d; want 2, 1, [3], 3", res.Served, res.Wasted, res.Attempts, res.Arrived)
+	}
+	if got := p.serviceTime(time.Hour); got != 4*time.Millisecond {
+		t.Errorf("service time in the slowdown %v, want 4ms", got)
+	}
+	if got := p.serviceTime(2 * time.Hour); got != time.Millisecond {
+		t.Errorf("service time after the slowdown %v, want 1ms", got)
+	}
+}
+
+// The open-loop offer makes every request once, by its bucket of the time
+// it was due, and counts the successes there.
+func TestOverloadOffer(t *testing.T) {
+	cfg := OverloadConfig{Rate: 1000, Offer: 20 * time.Millisecond, Bucket: 10 * time.Millisecond, MaxInFlight: 100}
+	var mu sync.Mutex
+	made := map[int]int{}
+	offered, succeeded := cfg.offer(context.Background(), time.Now(), func(_ context.Context, i int) bool {
+		mu.Lock()
+		made[i]++
+		mu.Unlock()
+		return i%2 == 0
+	})
+	if len(made) != 20 {
+		t.Errorf("%d requests made, want 20", len(made))
+	}
+	for i, n := range made {
+		if n != 1 {
+			t.Errorf("request %d made %d times", i, n)
+		}
+	}
+	if len(offered) != 2 || offered[0] != 10 || offered[1] != 10 || succeeded[0] != 5 || succeeded[1] != 5 {
+		t.Errorf("offered %v, succeeded %v; want [10 10], [5 5]", offered, succeeded)
+	}
+}
+
+// The closed loop makes every call once and counts its successes.
+func TestClosedLoopDrive(t *testing.T) {
+	cfg := ClosedLoopConfig{Callers: 3, Calls: 10}
+	var mu sync.Mutex
+	made := map[int64]int{}
+	took, succeeded := cfg.drive(context.Background(), func(_ context.Context, i int64) bool {
+		mu.Lock()
+		made[i]++
+		mu.Unlock()
+		return i%2 == 1
+	})
+	if len(made) != 10 || succeeded != 5 || took <= 0 {
+		t.Errorf("%d calls made, %d succeeded, took %v; want 10, 5", len(made), succeeded, took)
+	}
+	for i := int64(1); i <= 10; i++ {
+		if made[i] != 1 {
+			t.Errorf("call %d made %d times", i, made[i])
+		}
 	}
 }

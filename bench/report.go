@@ -106,6 +106,7 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	row("retry storm: time taken by requests offered after the recovery, p50 / p99", func(r LibResult) string {
 		return fmt.Sprintf("%s / %s", latency(r.Storm.AfterQuantile(0.5)), latency(r.Storm.AfterQuantile(0.99)))
 	})
+	slowStormRows(row, "retry storm", "requests", s.SlowStorm, func(r LibResult) StormResult { return r.SlowStorm })
 	stormRows(row, "flapping service", s.Flap, func(r LibResult) StormResult { return r.Flap })
 	stormRows(row, "brownout", s.Brownout, func(r LibResult) StormResult { return r.Brownout })
 	row("two hosts, one down: the healthy host's requests that succeeded", func(r LibResult) string {
@@ -118,13 +119,7 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	})
 	cl := s.ClosedLoop
 	row(fmt.Sprintf("closed loop, %d callers, connections cut now and then: time for %d calls (succeeded)", cl.Callers, cl.Calls), func(r LibResult) string {
-		c := r.ClosedLoop
-		cell := fmt.Sprintf("%s (%d)", latency(c.Took), c.Succeeded)
-		if c.Off != nil {
-			cell += fmt.Sprintf("; riding through off: %s (%d), %.1fx", latency(c.Off.Took), c.Off.Succeeded,
-				float64(c.Took)/float64(max(c.Off.Took, 1)))
-		}
-		return cell
+		return closedLoopCell(r.ClosedLoop)
 	})
 	overloadRows(row, s.Overload, "defaults", func(r LibResult) OverloadResult { return r.OverloadDefaults })
 	overloadRows(row, s.Overload, "4-attempt policy", func(r LibResult) OverloadResult { return r.OverloadPolicy })
@@ -149,27 +144,60 @@ func stormRows(row func(string, func(LibResult) string), name string, st StormCo
 	})
 }
 
+// slowStormRows adds the rows of the outage storm against a service that
+// takes its time (none when st has no Rate): successes, peak rate and the
+// time taken by the calls (what says "requests" or "calls") offered after
+// the recovery.
+func slowStormRows[R any](row func(string, func(R) string), name, what string, st StormConfig, of func(R) StormResult) {
+	if st.Rate == 0 {
+		return
+	}
+	name = fmt.Sprintf("%s, service taking %v-%v: ", name, st.ServiceTime, st.ServiceTime+st.ServiceSpread)
+	row(name+what+" that succeeded", func(r R) string {
+		res := of(r)
+		return fmt.Sprintf("%d of %d (%.1f%%)", res.Succeeded, res.Requests, 100*float64(res.Succeeded)/float64(max(res.Requests, 1)))
+	})
+	row(fmt.Sprintf("%speak attempts/s (offered %d/s)", name, st.Rate), func(r R) string {
+		return fmt.Sprintf("%.0f", of(r).Peak())
+	})
+	row(name+"time taken by "+what+" offered after the recovery, p50 / p99", func(r R) string {
+		res := of(r)
+		return fmt.Sprintf("%s / %s", latency(res.AfterQuantile(0.5)), latency(res.AfterQuantile(0.99)))
+	})
+}
+
+// closedLoopCell tells how long the closed loop's calls took and how many
+// succeeded, and, with riding through off, the same and the ratio.
+func closedLoopCell(c ClosedLoopResult) string {
+	cell := fmt.Sprintf("%s (%d)", latency(c.Took), c.Succeeded)
+	if c.Off != nil {
+		cell += fmt.Sprintf("; riding through off: %s (%d), %.1fx", latency(c.Off.Took), c.Off.Succeeded,
+			float64(c.Took)/float64(max(c.Off.Took, 1)))
+	}
+	return cell
+}
+
 // overloadRows adds the rows of the overload scenario run with one policy:
 // successes before, during and after the trigger, time to recover, load
 // and wasted work.
-func overloadRows(row func(string, func(LibResult) string), ov OverloadConfig, policy string, of func(LibResult) OverloadResult) {
+func overloadRows[R any](row func(string, func(R) string), ov OverloadConfig, policy string, of func(R) OverloadResult) {
 	name := "finite-capacity server slowed x" + fmt.Sprint(ov.Slowdown) + " for " + ov.Trigger.String() + ", " + policy
-	row(name+": succeeded before / during / after the slowdown", func(r LibResult) string {
+	row(name+": succeeded before / during / after the slowdown", func(r R) string {
 		o := of(r)
 		return fmt.Sprintf("%.0f%% / %.0f%% / %.0f%%", 100*o.Before(), 100*o.During(), 100*o.After())
 	})
-	row(name+": time to recover (95% succeeding, and staying)", func(r LibResult) string {
+	row(name+": time to recover (95% succeeding, and staying)", func(r R) string {
 		d, ok := of(r).Recovery()
 		if !ok {
 			return "never"
 		}
 		return d.Round(ov.Bucket).String()
 	})
-	row(fmt.Sprintf("%s: attempts per request; peak attempts/s (offered %d/s)", name, ov.Rate), func(r LibResult) string {
+	row(fmt.Sprintf("%s: attempts per request; peak attempts/s (offered %d/s)", name, ov.Rate), func(r R) string {
 		o := of(r)
 		return fmt.Sprintf("%.2f; %.0f", o.AttemptsPerRequest(), o.PeakRate())
 	})
-	row(name+": the server's work nobody waited for", func(r LibResult) string {
+	row(name+": the server's work nobody waited for", func(r R) string {
 		return fmt.Sprintf("%.0f%%", 100*of(r).WastedShare())
 	})
 }
@@ -218,7 +246,9 @@ How the figures were made (loopback, %s in all):
   is the operation their documentation shows (an error or a 429/5xx is retried; the failed
   response is closed, not drained, and Retry-After is not read).
 - **Retry storm**: %d requests/s for %v to a service that answers 503 for the first %v; attempts
-  counted at the service in %v buckets over %v; requests time out after %v; defaults.
+  counted at the service in %v buckets over %v; requests time out after %v; defaults. **Slow
+  server**: the same storm against a service that takes %v to %v (by a fixed pseudo-random
+  sequence) for each request it serves; it refuses at once during the outage.
 - **Flapping service**: the same rate for %v, the service down %v and up %v in turn for the
   first %v. **Brownout**: the same rate for %v, %.0f%% of the attempts, by a fixed pseudo-random
   sequence, answered 503 for the first %v. Attempts "per request offered during the bad period"
@@ -246,6 +276,7 @@ How the figures were made (loopback, %s in all):
 		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests, s.PolicyRequestTimeout,
 		s.NestedRequests, s.NestedCallers, costRounds, plainCost(res, 0), plainCost(res, 1), plainCost(res, 4), plainCost(res, 5), retryAfterHonoured,
 		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout,
+		s.SlowStorm.ServiceTime, s.SlowStorm.ServiceTime+s.SlowStorm.ServiceSpread,
 		s.Flap.Offer, s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage,
 		s.Brownout.Offer, 100*s.Brownout.BrownoutRate, s.Brownout.Outage,
 		s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout, 100*s.TwoHosts.BlipRate,

@@ -28,6 +28,9 @@ type Settings struct {
 	ReuseRequests int
 	// The three storms: an outage, a flapping service, a brownout.
 	Storm, Flap, Brownout StormConfig
+	// SlowStorm is the outage storm against a service that takes its
+	// time for each request it serves (none when its Rate is 0).
+	SlowStorm StormConfig
 	// TwoHosts is one client calling a dead service and a healthy one.
 	TwoHosts TwoHostsConfig
 	// ClosedLoop is callers in a closed loop to a server that cuts
@@ -94,17 +97,26 @@ func DefaultSettings() Settings {
 		StormPause: 2 * time.Second,
 		Cost:       true,
 	}
+	s.SlowStorm = slowStorm(s.Storm)
 	s.GRPC = DefaultGRPCSettings(s)
 	return s
 }
 
+// slowStorm is st against a service that takes 10-20 ms for each request
+// it serves.
+func slowStorm(st StormConfig) StormConfig {
+	st.ServiceTime, st.ServiceSpread = 10*time.Millisecond, 10*time.Millisecond
+	return st
+}
+
 // DefaultGRPCSettings are the sizes of the published gRPC results: the
-// HTTP outage and storm scenarios' shapes, and the demo's faults.
+// HTTP outage, storm, closed-loop and overload scenarios' shapes, and the
+// demo's faults.
 func DefaultGRPCSettings(s Settings) GRPCSettings {
 	return GRPCSettings{
 		OutageCalls: s.PolicyRequests, Callers: s.Callers, CallerCalls: s.CallerRequests, OutageTimeout: s.PolicyRequestTimeout,
 		Charges: 1000, Concurrency: 16, Drop: 0.03, Reset: 0.03, Seed: s.Seed,
-		Storm: s.Storm, Cost: s.Cost,
+		Storm: s.Storm, SlowStorm: s.SlowStorm, ClosedLoop: s.ClosedLoop, Overload: s.Overload, Cost: s.Cost,
 	}
 }
 
@@ -127,6 +139,7 @@ func QuickSettings() Settings {
 	s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout = 200, time.Second
 	s.Overload.Rate, s.Overload.Offer, s.Overload.TriggerAt, s.Overload.Trigger = 100, time.Second, 250*time.Millisecond, 250*time.Millisecond
 	s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.Bucket = 300*time.Millisecond, 100*time.Millisecond, 125*time.Millisecond
+	s.SlowStorm = slowStorm(s.Storm)
 	s.StormPause = time.Millisecond
 	s.Cost = false
 	s.GRPC = DefaultGRPCSettings(s)
@@ -151,6 +164,7 @@ type LibResult struct {
 	Replay                    ReplayResult
 	Reuse                     ReuseResult
 	Storm, Flap, Brownout     StormResult
+	SlowStorm                 StormResult
 	TwoHosts                  TwoHostsResult
 	// ClosedLoop is the closed-loop scenario with defaults.
 	ClosedLoop ClosedLoopResult
@@ -237,7 +251,11 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 			name string
 			cfg  StormConfig
 			res  *StormResult
-		}{{"retry storm", s.Storm, &rs[i].Storm}, {"flapping", s.Flap, &rs[i].Flap}, {"brownout", s.Brownout, &rs[i].Brownout}} {
+		}{{"retry storm", s.Storm, &rs[i].Storm}, {"retry storm, slow server", s.SlowStorm, &rs[i].SlowStorm},
+			{"flapping", s.Flap, &rs[i].Flap}, {"brownout", s.Brownout, &rs[i].Brownout}} {
+			if st.cfg.Rate == 0 {
+				continue
+			}
 			if !sleepCtx(ctx, s.StormPause) {
 				break
 			}
