@@ -68,10 +68,12 @@ func dialOursOff() []grpc.DialOption {
 	return dialOursWith(retry.WithRideThrough(retry.RideThrough{Off: true}))
 }
 
-// dialOursWith is grpcretry's Client with opts on top of its defaults.
+// dialOursWith is grpcretry's Client with opts on top of its defaults,
+// wired as its documentation says: grpc-go's own retry off, so that a
+// service config's retryPolicy never multiplies ours.
 func dialOursWith(opts ...retry.Option) []grpc.DialOption {
 	c := grpcretry.NewClient(opts...)
-	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}
+	return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}
 }
 
 // builtInServiceConfig is grpc-go's retry as its documentation shows it:

@@ -30,14 +30,15 @@ var clientKinds = []clientKind{
 
 // ours is grpcretry's Client: Charge, not declared idempotent, gets a key
 // that stays the same on all its attempts. One Client serves every
-// connection, so they share its budget and the target's gate.
+// connection, so they share its budget and the target's gate. grpc-go's own
+// retry is off, as grpcretry's documentation says.
 func ours() []grpc.DialOption {
 	c := grpcretry.NewClient(
 		retry.WithMaxAttempts(maxAttempts),
 		retry.WithBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
 		retry.WithTotalTimeout(chargeTimeout),
 	)
-	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}
+	return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}
 }
 
 // builtInConfig is grpc-go's own retry, as its documentation shows it: a
