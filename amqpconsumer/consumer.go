@@ -29,8 +29,11 @@ func WithKey(key func(d *amqp.Delivery) string) Option {
 }
 
 // WithDeliveryLimit tells the consumer the queue's delivery limit (its
-// x-delivery-limit): a quorum queue dead-letters a message once it was
-// given back that many times. Values <= 0 mean none (the default).
+// x-delivery-limit): a quorum queue with a limit of n delivers a message
+// up to n+1 times, the first delivery and n redeliveries, and drops or
+// dead-letters it when the (n+1)th is given back; the consumer takes the
+// (n+1)th (x-delivery-count n) as the last (consumer.Delivery.Last).
+// Values <= 0 mean none (the default).
 func WithDeliveryLimit(n int) Option {
 	return func(s *settings) { s.limit = max(n, 0) }
 }
@@ -81,7 +84,9 @@ func New(conn *amqp.Connection, queue string, cfg consumer.Config, opts ...Optio
 // consumer.Config.MaxInFlight and handles its messages until ctx ends or
 // the consumer cannot go on (see consumer.Consumer.Run): the channel or
 // the connection closed, a message without a key. amqp091-go does not
-// reconnect: run a new Consumer on a new connection then.
+// reconnect: once Run has returned, make a new Consumer of the same name
+// on a new connection and run it (it takes over the name's registration
+// with the Runner; see consumer.New).
 func (c *Consumer) Run(ctx context.Context) error {
 	ch, err := c.conn.Channel()
 	if err != nil {

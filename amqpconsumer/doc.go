@@ -35,8 +35,10 @@
 //
 // Quorum queues count deliveries (x-delivery-count) and dead-letter a
 // message past their delivery limit (x-delivery-limit; 20 by default from
-// RabbitMQ 4.0): tell the consumer the queue's limit with
-// WithDeliveryLimit, and it never gives back the last delivery, which the
+// RabbitMQ 4.0): with a limit of n, a message is delivered up to n+1
+// times, and given back on the (n+1)th it is dead-lettered. Tell the
+// consumer the queue's limit with WithDeliveryLimit, and it never gives
+// back that last delivery, which the
 // queue would dead-letter without its reason, but runs it again itself or
 // parks it. Classic queues count nothing: each redelivery is counted as
 // the second.

@@ -18,6 +18,10 @@ type Consumer struct {
 
 	// fatal is the error that stops Run (a message without a key).
 	fatal atomic.Pointer[error]
+	// reg is the registration of the consumer's name with the Runner;
+	// running counts the Runs in progress.
+	reg     *registration
+	running atomic.Int32
 
 	mu        sync.Mutex
 	inFlight  int                // deliveries taken and not yet settled
@@ -26,7 +30,12 @@ type Consumer struct {
 }
 
 // New returns a Consumer and registers its handler with cfg.Runner under
-// cfg.Name, for RetryParked and a Reconciler.
+// cfg.Name, for RetryParked and a Reconciler. A name is one consumer's on
+// a Runner: New fails while another Consumer of the name on cfg.Runner
+// runs (its Run has not returned) and otherwise takes the name over, so
+// that a new Consumer can follow one whose Run ended (its connection
+// closed, say); the Consumer it replaced runs no more (Run fails with
+// ErrReplaced). A name registered otherwise with the Runner fails New.
 func New(cfg Config) (c *Consumer, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
@@ -34,12 +43,9 @@ func New(cfg Config) (c *Consumer, err error) {
 	}
 	c = &Consumer{cfg: cfg, freed: make(chan struct{}, 1)}
 	c.outage.c = c
-	defer func() {
-		if p := recover(); p != nil {
-			c, err = nil, fmt.Errorf("consumer: register %q with the Runner: %v", cfg.Name, p)
-		}
-	}()
-	cfg.Runner.Register(cfg.Name, c.resume)
+	if err := register(c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -55,6 +61,10 @@ func (c *Consumer) Caller() string { return c.cfg.Caller }
 // failure of src, or a message without a key (ErrNoKey), ends it the same
 // way with that error.
 func (c *Consumer) Run(ctx context.Context, src Source) error {
+	if err := c.reg.start(c); err != nil {
+		return err
+	}
+	defer c.reg.done(c)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.mu.Lock()
