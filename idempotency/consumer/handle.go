@@ -36,13 +36,7 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 		c.stop(err)
 		return
 	}
-	req := idempotency.Request{
-		Caller:      c.cfg.Caller,
-		Key:         m.Key,
-		Fingerprint: idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
-		Work:        c.cfg.Name,
-		Input:       encodeInput(m),
-	}
+	req := c.request(m)
 	for local := 1; ; local++ {
 		if ctx.Err() != nil {
 			c.stopped(grace, d, m, req)
@@ -58,6 +52,18 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 			c.stopped(grace, d, m, req)
 			return
 		}
+	}
+}
+
+// request is the Runner's request for m: keyed by its id, with the
+// message stored for the consumer's registered work.
+func (c *Consumer) request(m *Message) idempotency.Request {
+	return idempotency.Request{
+		Caller:      c.cfg.Caller,
+		Key:         m.Key,
+		Fingerprint: idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
+		Work:        c.cfg.Name,
+		Input:       encodeInput(m),
 	}
 }
 

@@ -11,6 +11,22 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 )
 
+// Decline settles a delivery that the consumer took from its broker but
+// will not handle, as a stopping consumer settles those it holds: one the
+// broker will deliver again is given back at once; the broker's last one
+// is handed to the store (parked with the message, for RetryParked) and
+// then acked, or terminated if the store cannot take it before ctx ends.
+// An adapter calls it for the deliveries its client received after Run
+// stopped fetching.
+func (c *Consumer) Decline(ctx context.Context, d Delivery) {
+	m, err := d.Message()
+	if err != nil {
+		_ = d.Nak(context.WithoutCancel(ctx), 0)
+		return
+	}
+	c.stopped(ctx, d, m, c.request(m))
+}
+
 // stopped settles d, which the consumer holds as it stops: a delivery the
 // broker will make again is given back at once; the broker's last one is
 // handed to the store (inbox) and then acked. grace bounds the handing.
