@@ -43,6 +43,18 @@
 // parks it. Classic queues count nothing: each redelivery is counted as
 // the second.
 //
+// # Stopping
+//
+// When Run's context ends, the consumer first cancels its subscription
+// (basic.cancel), so that nothing it gives back comes to it again, then
+// stops as package idempotency/consumer says: it gives back the
+// deliveries the queue will make again, parks the last ones (acked once
+// stored, never dead-lettered), waits up to consumer.Config.StopGrace for
+// running handlers, and settles the deliveries its channel had received
+// but it had not taken the same way (consumer.Consumer.Decline). amqp091-go
+// does not reconnect: after the connection drops, make a new Consumer of
+// the same name on a new connection, on the same Runner.
+//
 // # Keeping a delivery
 //
 // RabbitMQ has no way to extend one delivery, as JetStream's InProgress
