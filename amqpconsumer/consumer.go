@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -29,8 +31,11 @@ func WithKey(key func(d *amqp.Delivery) string) Option {
 }
 
 // WithDeliveryLimit tells the consumer the queue's delivery limit (its
-// x-delivery-limit): a quorum queue dead-letters a message once it was
-// given back that many times. Values <= 0 mean none (the default).
+// x-delivery-limit): a quorum queue with a limit of n delivers a message
+// up to n+1 times, the first delivery and n redeliveries, and drops or
+// dead-letters it when the (n+1)th is given back; the consumer takes the
+// (n+1)th (x-delivery-count n) as the last (consumer.Delivery.Last).
+// Values <= 0 mean none (the default).
 func WithDeliveryLimit(n int) Option {
 	return func(s *settings) { s.limit = max(n, 0) }
 }
@@ -49,6 +54,7 @@ type Consumer struct {
 	queue string
 	set   settings
 	pre   int
+	grace time.Duration
 }
 
 // New returns a Consumer of queue on conn. In cfg, Name defaults to the
@@ -74,14 +80,20 @@ func New(conn *amqp.Connection, queue string, cfg consumer.Config, opts ...Optio
 	if err != nil {
 		return nil, fmt.Errorf("amqpconsumer: %w", err)
 	}
-	return &Consumer{Consumer: core, conn: conn, queue: queue, set: set, pre: cfg.MaxInFlight}, nil
+	grace := cfg.StopGrace
+	if grace <= 0 {
+		grace = consumer.DefaultStopGrace
+	}
+	return &Consumer{Consumer: core, conn: conn, queue: queue, set: set, pre: cfg.MaxInFlight, grace: grace}, nil
 }
 
 // Run opens a channel, consumes the queue with a prefetch of
 // consumer.Config.MaxInFlight and handles its messages until ctx ends or
 // the consumer cannot go on (see consumer.Consumer.Run): the channel or
 // the connection closed, a message without a key. amqp091-go does not
-// reconnect: run a new Consumer on a new connection then.
+// reconnect: once Run has returned, make a new Consumer of the same name
+// on a new connection and run it (it takes over the name's registration
+// with the Runner; see consumer.New).
 func (c *Consumer) Run(ctx context.Context) error {
 	ch, err := c.conn.Channel()
 	if err != nil {
@@ -100,12 +112,39 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("amqpconsumer: consume %s: %w", c.queue, err)
 	}
-	err = c.Consumer.Run(ctx, &source{c: c, deliveries: deliveries, closed: closed})
-	// Stop the broker's deliveries, and give back those that came after
-	// the last fetch (closing the channel would requeue them too).
-	if cerr := ch.Cancel(tag, false); cerr == nil {
+	// Once stopping, the broker delivers nothing more here: what the
+	// consumer gives back goes to another consumer, not into this
+	// channel's buffer, to be given back again at a delivery's cost.
+	var (
+		once      sync.Once
+		cancelErr error
+	)
+	cancelConsume := func() {
+		once.Do(func() { cancelErr = ch.Cancel(tag, false) })
+	}
+	// The broker's deliveries stop before the consumer does (and gives
+	// back what it holds), or a message given back might come again to
+	// this consumer, cancelled, and be lost with its delivery.
+	run, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	stopping := context.AfterFunc(ctx, func() {
+		cancelConsume()
+		stop()
+	})
+	defer stopping()
+	err = c.Consumer.Run(run, &source{c: c, deliveries: deliveries, closed: closed})
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	// Settle those that came after the last fetch: given back, or, a last
+	// delivery, handed to the store (consumer.Consumer.Decline).
+	stopping()
+	cancelConsume()
+	if cancelErr == nil {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
+		defer cancel()
 		for d := range deliveries {
-			_ = d.Nack(false, true)
+			c.Decline(gctx, &delivery{d: d, set: &c.set})
 		}
 	}
 	return err

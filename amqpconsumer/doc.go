@@ -35,11 +35,25 @@
 //
 // Quorum queues count deliveries (x-delivery-count) and dead-letter a
 // message past their delivery limit (x-delivery-limit; 20 by default from
-// RabbitMQ 4.0): tell the consumer the queue's limit with
-// WithDeliveryLimit, and it never gives back the last delivery, which the
+// RabbitMQ 4.0): with a limit of n, a message is delivered up to n+1
+// times, and given back on the (n+1)th it is dead-lettered. Tell the
+// consumer the queue's limit with WithDeliveryLimit, and it never gives
+// back that last delivery, which the
 // queue would dead-letter without its reason, but runs it again itself or
 // parks it. Classic queues count nothing: each redelivery is counted as
 // the second.
+//
+// # Stopping
+//
+// When Run's context ends, the consumer first cancels its subscription
+// (basic.cancel), so that nothing it gives back comes to it again, then
+// stops as package idempotency/consumer says: it gives back the
+// deliveries the queue will make again, parks the last ones (acked once
+// stored, never dead-lettered), waits up to consumer.Config.StopGrace for
+// running handlers, and settles the deliveries its channel had received
+// but it had not taken the same way (consumer.Consumer.Decline). amqp091-go
+// does not reconnect: after the connection drops, make a new Consumer of
+// the same name on a new connection, on the same Runner.
 //
 // # Keeping a delivery
 //

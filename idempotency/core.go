@@ -201,6 +201,9 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 //   - the key was used with another fingerprint: ErrFingerprintMismatch;
 //   - the work returned an error: that error (see Work), with the stored
 //     outcome in Result after Abort;
+//   - the work aborted but its outcome could not be stored: an error
+//     wrapping the store's, which does not match ErrAborted (the attempt
+//     failed and is given up as for a plain error);
 //   - this execution's lease was taken over before it completed: an error
 //     matching ErrLeaseLost; nothing it wrote through the store was kept;
 //   - a statement of the work's transaction failed (TxStore): an error
@@ -377,7 +380,10 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 			_ = tx.Rollback(bg)
 		}
 		if err := r.store.Complete(bg, f, ab.response); err != nil {
-			return Result{}, errors.Join(werr, fmt.Errorf("idempotency: complete: %w", err))
+			// Nothing was stored: not an Abort (the error does not match
+			// ErrAborted) but a failed attempt, given up as a plain error.
+			r.abandon(bg, e)
+			return Result{}, fmt.Errorf("idempotency: complete (the work aborted: %v): %w", werr, err)
 		}
 		return Result{Response: ab.response, Attempt: f.Attempt}, werr
 	case errors.As(werr, &pk):

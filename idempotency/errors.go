@@ -73,7 +73,8 @@ func (r *rejection) Unwrap() []error { return []error{ErrRejected, r.err} }
 // Use it for a failure after execution began whose local writes must not
 // commit. Runner.Do returns a Result holding response, and err.
 // errors.Is(err, ErrAborted) is true and errors.Is/As also see err, which
-// may be nil.
+// may be nil. When response cannot be stored, Runner.Do's error does not
+// match ErrAborted: only a stored Abort is one.
 func Abort(response []byte, err error) error {
 	return &abort{response: response, err: err}
 }

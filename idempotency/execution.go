@@ -135,6 +135,31 @@ func (e *Execution) MarkStarted() {
 	}
 }
 
+// SaveStarted marks the execution started, as MarkStarted does, and when
+// it can be resumed by a Reconciler (Request.Work) saves the mark with the
+// record before it returns, reporting a failure to save it (an error
+// wrapping the store's; the execution is then not marked). Once it
+// returned nil, a Reconciler resumes the execution if it stalls, even
+// before the work's first step: work that nothing else would run again
+// (a broker's last delivery of a message) saves the mark before it does
+// anything. Safe on a nil Execution (no effect).
+func (e *Execution) SaveStarted(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
+	if e.resumable {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.point == "" {
+			if err := e.renew(ctx, startedPoint, e.data); err != nil {
+				return fmt.Errorf("idempotency: save the started mark: %w", err)
+			}
+		}
+	}
+	e.started.Store(true)
+	return nil
+}
+
 // saved returns the last saved recovery point and its data.
 func (e *Execution) saved() (point string, data []byte) {
 	e.mu.Lock()

@@ -13,7 +13,11 @@ import (
 )
 
 // fetchWait bounds one pull request: how long a Fetch waits for messages.
-const fetchWait = 5 * time.Second
+// A stopping consumer waits for its pull request to end (up to this long)
+// and handles what it brings: a pull request left at the server would
+// take messages nobody reads, costing them a delivery, their last one
+// perhaps.
+const fetchWait = 2 * time.Second
 
 // fetchRetry is the wait after a failed pull request (the connection is
 // down and nats.go restores it, say).
@@ -72,9 +76,8 @@ type source struct {
 
 // Fetch implements consumer.Source.
 func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Delivery)) error {
-	fctx, cancel := context.WithTimeout(ctx, fetchWait)
-	defer cancel()
-	batch, err := s.cons.Fetch(n, jetstream.FetchContext(fctx))
+	// Not cut short by ctx: see fetchWait.
+	batch, err := s.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
 	if err == nil {
 		for m := range batch.Messages() {
 			deliver(&delivery{msg: m, maxDeliver: s.maxDeliver})
@@ -82,10 +85,10 @@ func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Deliver
 		err = batch.Error()
 	}
 	switch {
-	case err == nil, errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return nil
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConsumerDeleted),
 		errors.Is(err, jetstream.ErrConsumerNotFound):
 		return fmt.Errorf("natsconsumer: %w", err)

@@ -34,7 +34,18 @@
 // retention removes it) and a parked one in the store, with its reason and
 // the message (consumer.Consumer.ListParked, RetryParked). The delivery
 // that reaches the consumer's MaxDeliver is never given back: JetStream
-// would drop it.
+// would drop it. The store owns it before its handler runs, so that a
+// Reconciler finishes it if the consumer dies (see package
+// idempotency/consumer).
+//
+// # Stopping
+//
+// A stopping consumer lets its pull request end (up to two seconds) and
+// settles what it brings, rather than leaving it at the server, which
+// would deliver messages to nobody at the cost of a delivery, the last one
+// perhaps. It gives back the deliveries JetStream will make again, parks
+// the last ones (acked once stored), and waits up to
+// consumer.Config.StopGrace for running handlers.
 //
 // # Outbox
 //

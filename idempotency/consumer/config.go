@@ -18,6 +18,10 @@ const (
 	// DefaultKeepAlive is how often a delivery in hand is kept alive at the
 	// broker when the adapter says nothing else.
 	DefaultKeepAlive = 10 * time.Second
+	// DefaultStopGrace is how long a stopping Consumer waits for its
+	// running handlers: well within the time a process manager gives a
+	// stopping process before it kills it (30 s on Kubernetes by default).
+	DefaultStopGrace = 20 * time.Second
 )
 
 // Config configures a Consumer.
@@ -57,8 +61,13 @@ type Config struct {
 	// theirs). The execution's lease is renewed every third of the
 	// Runner's lease.
 	KeepAlive time.Duration
-	// Clock times keep-alives, holds and backoffs (default the system
-	// clock).
+	// StopGrace is how long Run, once it stops (its context ended, or its
+	// Source failed), waits for the handlers that run to finish and for
+	// the store to take the last deliveries it holds (default
+	// DefaultStopGrace); see the package documentation.
+	StopGrace time.Duration
+	// Clock times keep-alives, holds, backoffs and the stop's grace period
+	// (default the system clock).
 	Clock clock.Clock
 	// Logger reports what the consumer decides about deliveries that did
 	// not simply complete (default slog.Default()).
@@ -85,6 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = DefaultKeepAlive
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = DefaultStopGrace
 	}
 	if c.Clock == nil {
 		c.Clock = clock.New()

@@ -3,9 +3,12 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // Consumer runs a Handler over the deliveries of a Source with
@@ -18,6 +21,10 @@ type Consumer struct {
 
 	// fatal is the error that stops Run (a message without a key).
 	fatal atomic.Pointer[error]
+	// reg is the registration of the consumer's name with the Runner;
+	// running counts the Runs in progress.
+	reg     *registration
+	running atomic.Int32
 
 	mu        sync.Mutex
 	inFlight  int                // deliveries taken and not yet settled
@@ -26,7 +33,12 @@ type Consumer struct {
 }
 
 // New returns a Consumer and registers its handler with cfg.Runner under
-// cfg.Name, for RetryParked and a Reconciler.
+// cfg.Name, for RetryParked and a Reconciler. A name is one consumer's on
+// a Runner: New fails while another Consumer of the name on cfg.Runner
+// runs (its Run has not returned) and otherwise takes the name over, so
+// that a new Consumer can follow one whose Run ended (its connection
+// closed, say); the Consumer it replaced runs no more (Run fails with
+// ErrReplaced). A name registered otherwise with the Runner fails New.
 func New(cfg Config) (c *Consumer, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
@@ -34,12 +46,9 @@ func New(cfg Config) (c *Consumer, err error) {
 	}
 	c = &Consumer{cfg: cfg, freed: make(chan struct{}, 1)}
 	c.outage.c = c
-	defer func() {
-		if p := recover(); p != nil {
-			c, err = nil, fmt.Errorf("consumer: register %q with the Runner: %v", cfg.Name, p)
-		}
-	}()
-	cfg.Runner.Register(cfg.Name, c.resume)
+	if err := register(c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -49,19 +58,37 @@ func (c *Consumer) Caller() string { return c.cfg.Caller }
 // Run takes deliveries from src and handles up to Config.MaxInFlight at
 // once, each on a goroutine of its own, until ctx ends or src fails.
 // While a dependency is down it fetches nothing new (see the package
-// documentation). When ctx ends it fetches no more, gives back the
-// deliveries it holds, lets the handlers that run finish (each bounded by
-// its lease) and settles their deliveries, and returns ctx.Err(). A
-// failure of src, or a message without a key (ErrNoKey), ends it the same
-// way with that error.
+// documentation). When it stops (ctx ended, src failed, or a message
+// without a key, ErrNoKey) it fetches no more and settles at once the
+// deliveries it holds between runs: it gives back those the broker will
+// deliver again and hands the last ones to the store (parked, then acked;
+// see the package documentation). It waits up to Config.StopGrace for the
+// handlers that run to finish, settling their deliveries the same way,
+// and returns ctx.Err() or the error that stopped it. A handler still
+// running after the grace period goes on without Run; its execution's
+// lease is renewed until it returns.
 func (c *Consumer) Run(ctx context.Context, src Source) error {
+	if err := c.reg.start(c); err != nil {
+		return err
+	}
+	defer c.reg.done(c)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.mu.Lock()
 	c.cancelRun = cancel
 	c.mu.Unlock()
+	grace, endGrace := afterGrace(ctx, c.cfg.Clock, c.cfg.StopGrace)
+	defer endGrace()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	err := c.fetch(ctx, grace, src, &wg)
+	cancel()
+	c.drain(grace, &wg)
+	return err
+}
+
+// fetch takes deliveries from src and starts their handling on wg until
+// ctx ends or src fails, and returns the error that ends Run.
+func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGroup) error {
 	for {
 		n, err := c.await(ctx)
 		if err != nil {
@@ -77,7 +104,7 @@ func (c *Consumer) Run(ctx context.Context, src Source) error {
 			taken++
 			wg.Go(func() {
 				defer c.release(1)
-				c.handle(ctx, d)
+				c.handle(ctx, grace, d)
 			})
 		})
 		c.release(n - taken)
@@ -89,6 +116,50 @@ func (c *Consumer) Run(ctx context.Context, src Source) error {
 				return ctx.Err()
 			}
 			return fmt.Errorf("consumer %s: %w", c.cfg.Name, err)
+		}
+	}
+}
+
+// drain waits for the handlings on wg to end, until grace ends.
+func (c *Consumer) drain(grace context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-grace.Done():
+		c.mu.Lock()
+		n := c.inFlight
+		c.mu.Unlock()
+		c.cfg.Logger.Warn("consumer: the stop's grace period ended with handlers still running",
+			slog.String("consumer", c.cfg.Name), slog.Int("running", n), slog.Duration("grace", c.cfg.StopGrace))
+	}
+}
+
+// afterGrace returns a context that ends grace after ctx does (timed by
+// clk), or when end is called.
+func afterGrace(ctx context.Context, clk clock.Clock, grace time.Duration) (context.Context, func()) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *clock.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if g.Err() == nil {
+			timer = clk.AfterFunc(grace, cancel)
+		}
+	})
+	return g, func() {
+		stop()
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }

@@ -34,6 +34,8 @@ type delivery struct {
 	reason  string
 	alive   int
 	done    chan struct{}
+	// onAck, if set, runs before an ack is recorded.
+	onAck func()
 }
 
 func newDelivery(key string, n int, last bool) *delivery {
@@ -57,7 +59,12 @@ func (d *delivery) settle(how string, delay time.Duration, reason string) error 
 	close(d.done)
 	return nil
 }
-func (d *delivery) Ack(context.Context) error { return d.settle("ack", 0, "") }
+func (d *delivery) Ack(context.Context) error {
+	if d.onAck != nil {
+		d.onAck()
+	}
+	return d.settle("ack", 0, "")
+}
 func (d *delivery) Nak(_ context.Context, delay time.Duration) error {
 	return d.settle("nak", delay, "")
 }

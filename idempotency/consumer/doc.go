@@ -36,9 +36,39 @@
 // (Delivery.InProgress, every Config.KeepAlive) together with the
 // execution's lease (idempotency.Execution.Extend, every third of the
 // Runner's lease), so a slow handler is neither redelivered elsewhere nor
-// taken over. The last delivery the broker allows (Delivery.Last) is never
-// given back, since the broker would drop it or dead-letter it without its
-// reason: it is held and run again here, or parked.
+// taken over.
+//
+// # The broker's last delivery
+//
+// The last delivery the broker allows (Delivery.Last: JetStream's
+// MaxDeliver, a quorum queue's delivery limit) is never given back, since
+// the broker would drop it or dead-letter it without its reason: it is
+// held and run again here, or parked. The store owns it before the
+// handler runs (an inbox): the claim stores the message with its
+// execution, and the execution is marked started
+// (idempotency.Execution.SaveStarted) before the handler's first step, so
+// that if the consumer dies from then on (killed mid-handler, or after
+// the effect before the outcome), a Reconciler running the consumer's
+// registered work finishes the execution from the stored message, or
+// parks it. A store failure saving the mark holds the delivery, without
+// running the handler. Without a Reconciler such an execution waits for
+// RetryParked or a later delivery of the message.
+//
+// # Stopping
+//
+// When Run stops (its context ended, its Source failed), it fetches no
+// more and settles at once the deliveries it holds between runs (through
+// an outage, on a store failure, for a backoff): those the broker will
+// deliver again are given back (Nak), and its last ones are parked in the
+// store with the message and acked there once the store has them (never
+// given back); RetryParked runs them later. It then waits up to
+// Config.StopGrace (default DefaultStopGrace) for the handlers that run,
+// and settles their deliveries the same way. A handler still running when
+// the grace period ends goes on without Run, its lease renewed until it
+// returns; if the process exits meanwhile, its delivery comes back from
+// the broker, or, on a last delivery, from the store through a
+// Reconciler. A last delivery the store cannot take within the grace
+// period (the store is down) is terminated, with the reason logged.
 //
 // # Outages
 //
@@ -59,7 +89,9 @@
 //
 // The consumer registers its handler with the Runner under Config.Name and
 // stores each message with its execution (Request.Work and Input) until
-// it completes. ListParked lists the consumer's parked messages with their
+// it completes. A name is one Consumer's on a Runner at a time: a new
+// Consumer of the name (on a new connection, after the old one's Run
+// returned) takes the registration over (see New). ListParked lists the consumer's parked messages with their
 // reasons; RetryParked runs one again now, from the stored message,
 // without a broker delivery (Message.Delivery is 0), once its cause is
 // mended. A Reconciler resumes the consumer's stalled executions the same

@@ -25,8 +25,9 @@ type handlerRun struct {
 }
 
 // handle settles one delivery: runs it through Runner.Do until it is
-// acked, given back or terminated.
-func (c *Consumer) handle(ctx context.Context, d Delivery) {
+// acked, given back or terminated. ctx ends when the consumer stops, grace
+// when its grace period does.
+func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 	bg := context.WithoutCancel(ctx)
 	m, err := d.Message()
 	if err != nil {
@@ -35,16 +36,10 @@ func (c *Consumer) handle(ctx context.Context, d Delivery) {
 		c.stop(err)
 		return
 	}
-	req := idempotency.Request{
-		Caller:      c.cfg.Caller,
-		Key:         m.Key,
-		Fingerprint: idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
-		Work:        c.cfg.Name,
-		Input:       encodeInput(m),
-	}
+	req := c.request(m)
 	for local := 1; ; local++ {
 		if ctx.Err() != nil {
-			_ = d.Nak(bg, 0)
+			c.stopped(grace, d, m, req)
 			return
 		}
 		var run handlerRun
@@ -54,9 +49,21 @@ func (c *Consumer) handle(ctx context.Context, d Delivery) {
 			return
 		}
 		if !c.hold(ctx, d, hold, c.outage.down()) {
-			_ = d.Nak(bg, 0) // stopping: give it back for another consumer
+			c.stopped(grace, d, m, req)
 			return
 		}
+	}
+}
+
+// request is the Runner's request for m: keyed by its id, with the
+// message stored for the consumer's registered work.
+func (c *Consumer) request(m *Message) idempotency.Request {
+	return idempotency.Request{
+		Caller:      c.cfg.Caller,
+		Key:         m.Key,
+		Fingerprint: idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
+		Work:        c.cfg.Name,
+		Input:       encodeInput(m),
 	}
 }
 
@@ -175,6 +182,14 @@ func dependencyDown(err error) bool { return errors.Is(err, retry.ErrDependencyD
 // should do with the execution.
 func (c *Consumer) work(d Delivery, m *Message, run *handlerRun) idempotency.Work {
 	return func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+		if d.Last() {
+			// The broker will not deliver the message again: the store
+			// must own it before the handler does anything, so that a
+			// Reconciler finishes it whatever dies when.
+			if err := e.SaveStarted(ctx); err != nil {
+				return nil, err
+			}
+		}
 		stop := c.keepAlive(e, d)
 		err := c.call(ctx, m)
 		stop()

@@ -19,7 +19,9 @@ type Stats struct {
 	// Held counts the times a delivery was held instead of given back:
 	// through an outage or a store failure, or on its last delivery.
 	Held uint64
-	// Parked counts the messages parked (and terminated).
+	// Parked counts the messages parked: terminated after a failure, or,
+	// for the broker's last deliveries that a stopping consumer held,
+	// acked once the store had them.
 	Parked uint64
 	// Terminated counts the messages terminated (dead-lettered), the
 	// parked ones included.

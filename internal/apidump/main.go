@@ -28,6 +28,7 @@ var packages = []struct{ dir, file string }{
 	{"idempotency/storetest/linearize", "linearize.txt"},
 	{"otelretry", "otelretry.txt"},
 	{"idempotency/consumer", "consumer.txt"},
+	{"idempotency/consumer/consumertest", "consumertest.txt"},
 	{"natsconsumer", "natsconsumer.txt"},
 	{"amqpconsumer", "amqpconsumer.txt"},
 	{"grpcretry", "grpcretry.txt"},

@@ -1,0 +1,71 @@
+package amqpconsumer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+)
+
+// The documented recovery works: the connection closes while a handler
+// runs, Run returns, and a new Consumer of the same name on a new
+// connection (on the service's one Runner) takes over the queue; every
+// message's effect happens once.
+func TestNewConsumerOnANewConnection(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	ch := channel(t, setup)
+	const n = 20
+	for i := range n {
+		publish(t, ch, queue, keyOf(i), bodyOf(i))
+	}
+	first, err := amqp.Dial(amqpURL())
+	require.NoError(t, err)
+	defer first.Close()
+	runner := idempotency.NewRunner(nil)
+	var fx effects
+	inHandler, dropped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfg := config(runner, func(ctx context.Context, m *consumer.Message) error {
+		if m.Key == keyOf(3) {
+			once.Do(func() {
+				close(inHandler)
+				<-dropped
+			})
+		}
+		fx.add(m.Key)
+		return nil
+	})
+	c1, err := amqpconsumer.New(first, queue, cfg, amqpconsumer.WithDeliveryLimit(5))
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() { errc <- c1.Run(context.Background()) }()
+	<-inHandler
+	require.NoError(t, first.Close())
+	close(dropped)
+	select {
+	case err := <-errc:
+		require.Error(t, err, "Run ends with the connection")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its connection closed")
+	}
+
+	c2, err := amqpconsumer.New(connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(5))
+	require.NoError(t, err, "a new Consumer of the name on a new connection")
+	start(t, c2)
+	eventually(t, "every message handled once", func() bool {
+		all, distinct := fx.total()
+		return distinct == n && count(t, setup, queue) == 0 && all >= n
+	})
+	for i := range n {
+		assert.Equal(t, 1, fx.count(keyOf(i)), keyOf(i))
+	}
+}

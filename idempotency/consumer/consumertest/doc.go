@@ -1,0 +1,30 @@
+// Package consumertest is the fault matrix every broker adapter of
+// package consumer must pass: for each fault (the consumer's process
+// killed, paused past its lease, its connection to the broker dropped,
+// the store failing, a graceful stop) at each point of a message's
+// handling (before the claim, after the claim, mid-handler, after the
+// effect before the outcome, after the outcome before the ack), on an
+// ordinary delivery and on the broker's last one, each message's effect
+// happens exactly once and none is lost or left in progress; so too for
+// a message published twice, and for a consumer stopped during an outage
+// while it holds last deliveries (parked, then run once by RetryParked).
+//
+// An adapter's test supplies a Broker (a queue of the test's own, a
+// consumer on a connection of its own, a way to drop that connection)
+// and calls Run:
+//
+//	func TestFaultMatrix(t *testing.T) { consumertest.Run(t, broker{}) }
+//
+// Faults are injected in process: a store wrapper and the kit's handler
+// stop the consumer at the point; "killed" drops its connection and fails
+// all it does from then on, as a dead process does nothing more; "paused"
+// freezes it until its lease has run out, then lets it go on. Effects are
+// a Step's call to a downstream that deduplicates by the step's key, as
+// the idempotency package prescribes for effects outside the store.
+//
+// One cell is not in the matrix: a kill right after the claim of the
+// broker's last delivery, before the started mark is saved (one store
+// write later). The store has the message then but no mark, so no
+// Reconciler takes the execution over; closing that needs a claim that
+// saves the mark itself.
+package consumertest

@@ -1,0 +1,163 @@
+package consumertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+)
+
+// Settings of the matrix's consumers: short, so that a cell takes a few
+// seconds of waiting for leases and redeliveries.
+const (
+	lease     = 500 * time.Millisecond
+	grace     = 2 * time.Second
+	reconcile = 100 * time.Millisecond
+	// bound is how long a cell waits for every message to settle.
+	bound = 45 * time.Second
+	// deliveries is the broker's limit in the cells: the doomed message
+	// reaches its last delivery after deliveries-1 transient failures.
+	deliveries = 2
+)
+
+// messages is how many messages a cell publishes, the doomed one first.
+const messages = 3
+
+var errFlaky = errors.New("consumertest: the warehouse answered 503")
+
+// concurrency is how many cells run at once: they mostly wait for leases
+// and redeliveries.
+const concurrency = 16
+
+// Run runs the fault matrix on b: every cell (fault x point x ordinary
+// or last delivery, see the package documentation), a message published
+// twice, and a consumer stopped during an outage holding last
+// deliveries, each as a subtest on a queue of its own. The subtests run
+// concurrently, up to 16 at once, whatever the -parallel flag says.
+func Run(t *testing.T, b Broker) {
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	sub := func(name string, f func(t *testing.T)) {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			t.Run(name, f)
+		})
+	}
+	for _, f := range []Fault{Killed, Paused, Dropped, StoreFails, Stopped} {
+		for _, p := range []Point{BeforeClaim, AfterClaim, MidHandler, AfterEffect, AfterOutcome} {
+			for _, last := range []bool{false, true} {
+				if !Covered(f, p, last) {
+					continue
+				}
+				name := fmt.Sprintf("%s/%s", f, p)
+				if last {
+					name += "/last delivery"
+				}
+				sub(name, func(t *testing.T) { runCell(t, b, f, p, last) })
+			}
+		}
+	}
+	sub("published twice", func(t *testing.T) { publishedTwice(t, b) })
+	sub("graceful stop during an outage/last deliveries", func(t *testing.T) { stopDuringOutage(t, b) })
+	wg.Wait()
+}
+
+// Covered reports whether the matrix has the cell. Two cells are not
+// covered: a kill before the claim of the broker's last delivery (the
+// broker has made its last delivery and nothing reached the store; a
+// quorum queue dead-letters the message, JetStream drops it with a
+// max-deliveries advisory), and a kill right after that claim, before the
+// started mark is saved (see the package documentation).
+func Covered(f Fault, p Point, last bool) bool {
+	return !(f == Killed && last && (p == BeforeClaim || p == AfterClaim))
+}
+
+// config is the kit's consumer configuration.
+func config(runner *idempotency.Runner, name string, h consumer.Handler) consumer.Config {
+	return consumer.Config{Runner: runner, Name: name, Handler: h, StopGrace: grace,
+		Backoff: retry.FullJitter(time.Millisecond, 20*time.Millisecond),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// running is a consumer running on a goroutine of its own.
+type running struct {
+	c      Consumer
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned, with err
+	err    error
+}
+
+func start(c Consumer) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = c.Run(ctx)
+		close(r.done)
+	}()
+	return r
+}
+
+// wait waits for r's Run to return.
+func (r *running) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(bound):
+		t.Error("a consumer's Run did not return")
+	}
+}
+
+// stop ends r and waits for its Run.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	r.wait(t)
+}
+
+// settled waits until every key's effect happened and its record
+// completed, and the broker holds nothing; then checks each effect
+// happened once. retryParked runs the parked executions meanwhile, as an
+// operator would.
+func settled(t *testing.T, q Queue, st idempotency.Store, fx *downstream, c *consumer.Consumer, caller string, keys []string, retryParked bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		if retryParked {
+			parked, err := c.ListParked(context.Background(), "", 0)
+			if err == nil {
+				for _, r := range parked {
+					_ = c.RetryParked(context.Background(), r.Key)
+				}
+			}
+		}
+		missing := ""
+		for _, k := range keys {
+			rec, err := st.Get(context.Background(), caller, k)
+			if fx.count(k) == 0 || err != nil || rec.State != idempotency.StateCompleted {
+				missing = fmt.Sprintf("message %s: %d effects, record %v (%v)", k, fx.count(k), rec.State, err)
+				break
+			}
+		}
+		if missing == "" && q.Idle(t) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled within %s: %s (broker idle: %v; the consumer did %+v)", bound, missing, q.Idle(t), c.Stats())
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded by deadline
+	}
+	for _, k := range keys {
+		if n := fx.count(k); n != 1 {
+			t.Errorf("message %s: effect made %d times, want once", k, n)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/exactlyonce/retry/idempotency"
+)
+
+// Decline settles a delivery that the consumer took from its broker but
+// will not handle, as a stopping consumer settles those it holds: one the
+// broker will deliver again is given back at once; the broker's last one
+// is handed to the store (parked with the message, for RetryParked) and
+// then acked, or terminated if the store cannot take it before ctx ends.
+// An adapter calls it for the deliveries its client received after Run
+// stopped fetching.
+func (c *Consumer) Decline(ctx context.Context, d Delivery) {
+	m, err := d.Message()
+	if err != nil {
+		_ = d.Nak(context.WithoutCancel(ctx), 0)
+		return
+	}
+	c.stopped(ctx, d, m, c.request(m))
+}
+
+// stopped settles d, which the consumer holds as it stops: a delivery the
+// broker will make again is given back at once; the broker's last one is
+// handed to the store (inbox) and then acked. grace bounds the handing.
+func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req idempotency.Request) {
+	if !d.Last() {
+		_ = d.Nak(context.WithoutCancel(grace), 0)
+		return
+	}
+	log := c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
+	reason := fmt.Errorf("the consumer stopped before the broker's last delivery (%d) was handled", m.Delivery)
+	bg := context.WithoutCancel(grace)
+	for attempt := 1; ; attempt++ {
+		owned, err := c.inbox(grace, req, reason)
+		switch {
+		case owned:
+			if aerr := d.Ack(bg); aerr != nil {
+				// The store owns it: a redelivery finds it there.
+				log.Warn("consumer: ack failed", slog.Any("error", aerr))
+			}
+			return
+		case errors.Is(err, idempotency.ErrFingerprintMismatch):
+			c.term(bg, d, err, func() *slog.Logger { return log })
+			return
+		}
+		if !c.wait(grace, c.cfg.Backoff.Delay(attempt, 0, rand.Float64())) {
+			log.Error("consumer: stopping, and the store cannot take the broker's last delivery; terminating it", slog.Any("error", err))
+			c.term(bg, d, fmt.Errorf("%w (and the store could not take it: %w)", reason, err), func() *slog.Logger { return log })
+			return
+		}
+	}
+}
+
+// inbox hands the message of req to the store without running it: its
+// execution is parked with reason (ListParked, RetryParked), unless the
+// store already owns it. It reports whether the store owns it: completed,
+// parked, or held by an execution that a Reconciler resumes if it stalls.
+func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason error) (bool, error) {
+	_, err := c.cfg.Runner.Do(ctx, req, func(context.Context, *idempotency.Execution) ([]byte, error) {
+		return nil, idempotency.Park(reason)
+	})
+	var ip *idempotency.InProgressError
+	switch {
+	case errors.Is(err, idempotency.ErrParked):
+		c.stats.parked.Add(1)
+		return true, nil
+	case err == nil:
+		// Completed before: this delivery is a duplicate.
+		c.stats.duplicates.Add(1)
+		return true, nil
+	case errors.As(err, &ip):
+		rec, gerr := c.cfg.Runner.Store().Get(ctx, req.Caller, req.Key)
+		if gerr != nil {
+			return false, errors.Join(err, gerr)
+		}
+		return rec.State == idempotency.StateCompleted || rec.Parked != "" ||
+			(rec.RecoveryPoint != "" && len(rec.Resume) > 0), err
+	}
+	return false, err
+}
+
+// wait waits for d on the consumer's clock, and reports false when ctx
+// ended first.
+func (c *Consumer) wait(ctx context.Context, d time.Duration) bool {
+	t := c.cfg.Clock.Timer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
