@@ -51,6 +51,9 @@ type retryBudget interface {
 	refund(n int)
 	// dependency is the gate of the budget's dependency, for Do.
 	dependency(clk clock.Clock) *dependency
+	// mayRetry reports whether a retry would be allowed now, without
+	// charging it.
+	mayRetry(now time.Time) bool
 }
 
 var defaultConfig = newConfig(nil)

@@ -112,11 +112,11 @@ func (q *waitQueue) first() *waitSlot {
 	return q.items[0]
 }
 
-// firstUnprobed returns the earliest slot of waiters that have not probed.
-func (q *waitQueue) firstUnprobed() *waitSlot {
+// lastUnprobed returns the latest slot of waiters that have not probed.
+func (q *waitQueue) lastUnprobed() *waitSlot {
 	var best *waitSlot
 	for _, s := range q.items {
-		if !s.key.probed && (best == nil || s.key.end < best.key.end) {
+		if !s.key.probed && (best == nil || s.key.end > best.key.end) {
 			best = s
 		}
 	}
