@@ -63,13 +63,17 @@ type dependency struct {
 	probeGap    time.Duration
 	nextProbe   time.Time
 	probing     bool      // a probe is out
-	window      float64   // while recovering: how many attempts may be out at once
-	inFlight    int       // while recovering: attempts let go that have not told their outcome
-	lastAck     time.Time // while recovering: when an attempt last told its outcome
-	drainRate   float64   // while recovering: the most waiters released per second
-	credit      float64   // releases of waiters due
-	creditAt    time.Time
-	stats       DependencyStats
+	probeAt     time.Time // when the last probe went
+	// answerTime is how long the probe that ended the outage took to be
+	// answered: a waiter with less time left is not released.
+	answerTime time.Duration
+	window     float64   // while recovering: how many attempts may be out at once
+	inFlight   int       // while recovering: attempts let go that have not told their outcome
+	lastAck    time.Time // while recovering: when an attempt last told its outcome
+	drainRate  float64   // while recovering: the most waiters released per second
+	credit     float64   // releases of waiters due
+	creditAt   time.Time
+	stats      DependencyStats
 }
 
 func newDependency(name string, clk clock.Clock) *dependency {
@@ -129,7 +133,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	switch state {
 	case depDown:
 		if !w.probed && !d.probing && !now.Before(d.nextProbe) && d.queue.unprobed == 0 {
-			d.probing = true
+			d.probing, d.probeAt = true, now
 			d.stats.Probes++
 			return nil, true, nil
 		}
@@ -303,11 +307,16 @@ func (d *dependency) unjudged(probe bool) {
 func (d *dependency) recovered() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	probing := d.probing
 	d.probing = false
 	if d.state.Load() != depDown {
 		return
 	}
 	now := d.clock.Now()
+	d.answerTime = 0
+	if probing {
+		d.answerTime = now.Sub(d.probeAt)
+	}
 	d.startRelease(now)
 	d.state.Store(depRecovering)
 	d.release(now)
@@ -348,7 +357,7 @@ func (d *dependency) releaseProbe(now time.Time) {
 		return
 	}
 	d.queue.release(d.queue.lastUnprobed(), true)
-	d.probing = true
+	d.probing, d.probeAt = true, now
 	d.stats.Probes++
 }
 

@@ -101,10 +101,18 @@ func (d *dependency) asked(now time.Time) float64 {
 
 // release lets go of as many waiters, earliest deadline first, as the
 // window and the drain rate allow; once none waits, the dependency is up.
+// A waiter with less time left than the dependency took to answer its
+// probe is not let go: its attempt would only give the dependency work
+// nobody waits for. It waits on until its deadline, unless the backlog
+// ahead of it drains first.
 func (d *dependency) release(now time.Time) {
 	d.refill(now)
 	for d.credit >= 1 && d.queue.Len() > 0 && d.inFlight < int(d.window) {
-		d.queue.release(d.queue.first(), false)
+		s := d.queue.firstEndingFrom(d.releasableFrom(now))
+		if s == nil {
+			break
+		}
+		d.queue.release(s, false)
 		d.credit--
 		d.inFlight++
 		d.stats.Released++
@@ -112,6 +120,18 @@ func (d *dependency) release(now time.Time) {
 	if d.queue.Len() == 0 {
 		d.state.Store(depUp)
 	}
+}
+
+// releasableFrom is the earliest slot whose waiters may be let go at now:
+// those with at least answerTime left.
+func (d *dependency) releasableFrom(now time.Time) int64 {
+	return slotOf(now.Add(d.answerTime))
+}
+
+// releasable reports whether a waiter may be let go at now. Waiters only
+// lose time: one that may not go now never may.
+func (d *dependency) releasable(now time.Time) bool {
+	return d.queue.firstEndingFrom(d.releasableFrom(now)) != nil
 }
 
 // refill adds the releases due since the last refill, never more than a
@@ -139,7 +159,7 @@ func (d *dependency) schedule(now time.Time) {
 		}
 	case depRecovering:
 		at := d.lastAck.Add(lostAfter)
-		if d.inFlight < int(d.window) {
+		if d.inFlight < int(d.window) && d.releasable(now) {
 			gap := time.Duration((1 - min(d.credit, 1)) / d.drainRate * (0.5 + rand.Float64()) * float64(time.Second))
 			at = now.Add(max(gap, time.Millisecond))
 		}

@@ -325,3 +325,57 @@ func TestAnAttemptNoOtherCanFollowRunsToTheDeadline(t *testing.T) {
 		})
 	})
 }
+
+// After an outage, a waiter with less time left than the host took to
+// answer the probe is not let go: its attempt would only give the host
+// work nobody waits for. Here the host answers again but takes 300 ms; a
+// request with 100 ms left when the probe is answered used to be released
+// first (earliest deadline first) and fill the host's queue in vain.
+func TestAWaiterWithoutTimeForAnAnswerIsNotReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		a := &answers{}
+		var arrivals []string
+		var mu sync.Mutex
+		slow := serving(start, 300*time.Millisecond, func(time.Duration) bool { return false }, a)
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) < 50*time.Millisecond {
+				return respond(func(*http.Request) (int, string) { return 503, "down" })(r)
+			}
+			mu.Lock()
+			arrivals = append(arrivals, r.Header.Get("X-Name"))
+			mu.Unlock()
+			return slow(r)
+		})
+		tr := retry.NewTransport(base)
+		client := &http.Client{Transport: tr}
+		get := func(name string, deadline time.Duration) error {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			req := mustRequest(ctx, "http://dep.test/")
+			req.Header.Set("X-Name", name)
+			resp, err := client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		for range 8 {
+			_ = get("down", time.Millisecond) // a 503 comes back
+		}
+		require.Equal(t, "down", tr.Dependencies()[0].State)
+		// The probe goes at 100 ms and is answered at 400 ms: "short" then
+		// has 100 ms left, "long" 1.6 s.
+		var wg sync.WaitGroup
+		errs := map[string]*error{"probe": new(error), "short": new(error), "long": new(error)}
+		for name, deadline := range map[string]time.Duration{"probe": 3 * time.Second, "short": 500 * time.Millisecond, "long": 2 * time.Second} {
+			wg.Go(func() { *errs[name] = get(name, deadline) })
+		}
+		wg.Wait()
+		t.Logf("arrivals after the outage: %v; %+v", arrivals, tr.Dependencies())
+		assert.Equal(t, []string{"probe", "long"}, arrivals)
+		assert.NoError(t, *errs["probe"])
+		assert.NoError(t, *errs["long"])
+		assert.ErrorIs(t, *errs["short"], context.DeadlineExceeded)
+	})
+}
