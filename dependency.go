@@ -92,8 +92,8 @@ type waiter struct {
 }
 
 // admit lets an attempt go, or holds it while the dependency is down, until
-// it is released (as a probe, or paced after a recovery), its context ends,
-// or it has waited too long. A dependency down for longer than the
+// it is released (as a probe, or in the window after a recovery), its
+// context ends, or it has waited too long. A dependency down for longer than the
 // request's MaxWait does not hold it: it fails at once unless it goes as
 // the probe. A nil dependency lets everything go.
 func (d *dependency) admit(ctx context.Context, w *waiter) (probe bool, err error) {
@@ -324,7 +324,7 @@ func (d *dependency) recovered() {
 }
 
 // tick is the dependency's timer: it expires waiters, sends the probe,
-// releases the paced waiters, and sets itself again.
+// releases waiters after a recovery, and sets itself again.
 func (d *dependency) tick() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
