@@ -25,8 +25,10 @@ type attemptBound struct {
 // learned timeout with WithAdaptiveTimeout (from est), else
 // WithAttemptTimeout's, else DefaultAttemptTimeout when nothing else bounds
 // the attempt (no deadline, and a base that does not bound itself); never
-// beyond the deadline. 0 means no timer.
-func (c *config) boundFor(est *latencyEstimate, deadline time.Time, bounded bool) time.Duration {
+// beyond the deadline, and none when a deadline bounds the attempt and no
+// other attempt could follow it (see worthCutting): left is how many sends
+// the attempt limit leaves it, gate its dependency's gate. 0 means no timer.
+func (c *config) boundFor(est *latencyEstimate, deadline time.Time, bounded bool, left int, gate *dependency) time.Duration {
 	var d time.Duration
 	switch {
 	case c.adaptive.timeout:
@@ -38,10 +40,35 @@ func (c *config) boundFor(est *latencyEstimate, deadline time.Time, bounded bool
 	default:
 		return 0
 	}
-	if deadline.IsZero() {
+	return c.cutTimeout(d, deadline, left, gate)
+}
+
+// cutTimeout is the timeout d of an attempt, bounded by the deadline: none
+// when the deadline comes first, or when cutting the attempt off is not
+// worth it (see worthCutting). Without a deadline it is d.
+func (c *config) cutTimeout(d time.Duration, deadline time.Time, left int, gate *dependency) time.Duration {
+	if deadline.IsZero() || d <= 0 {
 		return d
 	}
-	return attemptTimeout(d, deadline, c.clock.Now())
+	now := c.clock.Now()
+	if !c.worthCutting(d, deadline.Sub(now), left, gate, now) {
+		return 0
+	}
+	return attemptTimeout(d, deadline, now)
+}
+
+// worthCutting reports whether cutting an attempt off after d, with rest
+// left before the deadline, is worth its cost: only when another attempt
+// can follow it. That takes an attempt the limit allows (left > 1), a gate
+// that lets attempts go (the dependency up: not a probe, not a release
+// after an outage), a retry the budget can pay for, and time enough for
+// another attempt as long as this one (rest - d >= d). Otherwise the attempt
+// runs to the deadline, as a client without retries would let it: a server
+// that is slow, not dead, finishes the work instead of throwing it away.
+func (c *config) worthCutting(d, rest time.Duration, left int, gate *dependency, now time.Time) bool {
+	return left > 1 && rest-d >= d &&
+		(gate == nil || gate.state.Load() == depUp) &&
+		(c.budget == nil || c.budget.mayRetry(now))
 }
 
 // begin gives the next attempt its context: ctx, or, when the attempt has

@@ -23,7 +23,7 @@ type outgoing struct {
 // attempt sends the request once and judges what came back; left is how
 // many sends the attempt limit leaves it (a hedge is a second one).
 func (rt *roundTrip) attempt(n, left int) outcome {
-	rt.kept = false // the response a wait in vain hands back is this attempt's
+	rt.kept, rt.left = false, left // the response a wait in vain hands back is this attempt's
 	if left > 1 && rt.hedgeable() {
 		return rt.hedgedAttempt(n)
 	}
@@ -64,7 +64,7 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 // attemptContext gives the next attempt its context: the loop's, or, when
 // the attempt has a timeout, a child of it that the attempt's timer ends.
 func (rt *roundTrip) attemptContext() context.Context {
-	return rt.bound.begin(rt.ctx, rt.c.clock, rt.c.boundFor(rt.estimate, rt.deadline, rt.t.bounded))
+	return rt.bound.begin(rt.ctx, rt.c.clock, rt.c.boundFor(rt.estimate, rt.deadline, rt.t.bounded, rt.left, rt.dep))
 }
 
 // send makes one request of the base transport and settles the attempt's

@@ -383,3 +383,12 @@ func (s BudgetStats) String() string {
 	return fmt.Sprintf("tokens=%g/%g requests=%d successes=%d retries allowed=%d (floor %d) denied=%d",
 		s.Tokens, s.Capacity, s.Requests, s.Successes, s.RetriesAllowed, s.FloorAllowed, s.RetriesDenied)
 }
+
+// mayRetry reports whether a retry asked for at now would be allowed,
+// without charging it. A nil Budget allows every retry.
+func (b *Budget) mayRetry(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	return b.tokens.Load() >= budgetUnit || (b.floor != nil && b.floor.TokensAt(now) >= 1)
+}

@@ -273,10 +273,10 @@ func (r *callRun) attempt(attempt func(context.Context, int, bool) Verdict, n, l
 		r.loop.keys.newAttempt()
 	}
 	if left > 1 && r.hedgeable {
-		return r.hedgedAttempt(attempt, n)
+		return r.hedgedAttempt(attempt, n, left)
 	}
 	c := r.c
-	ctx := c.trace.attemptStart(r.bound.begin(r.ctx, c.clock, c.boundFor(r.est, r.deadline, false)), n, false, nil)
+	ctx := c.trace.attemptStart(r.bound.begin(r.ctx, c.clock, c.boundFor(r.est, r.deadline, false, left, r.dep)), n, false, nil)
 	var start time.Time
 	if r.est != nil {
 		start = c.clock.Now()
@@ -292,11 +292,11 @@ func (r *callRun) attempt(attempt func(context.Context, int, bool) Verdict, n, l
 
 // hedgedAttempt makes attempt n as one copy and, if that has not answered
 // after the hedge delay and the budget allows, a second; the first good
-// Verdict wins.
-func (r *callRun) hedgedAttempt(attempt func(context.Context, int, bool) Verdict, n int) outcome {
+// Verdict wins; left is how many sends the attempt limit leaves it.
+func (r *callRun) hedgedAttempt(attempt func(context.Context, int, bool) Verdict, n, left int) outcome {
 	c := r.c
 	h := &callHedge{attempt: attempt, c: c, est: r.est, n: n, loop: r.loop}
-	ctx := r.bound.begin(r.ctx, c.clock, c.boundFor(r.est, r.deadline, false))
+	ctx := r.bound.begin(r.ctx, c.clock, c.boundFor(r.est, r.deadline, false, left, r.dep))
 	w, legs, _ := hedge(ctx, r.ctx, c, c.adaptive.hedgeDelayFor(r.est),
 		hedgeSends[Verdict]{prepare: h.prepare, good: Verdict.good})
 	r.bound.also(w.cancel)

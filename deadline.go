@@ -17,12 +17,14 @@ func (c *config) deadline(ctx context.Context) time.Time {
 	return deadlineOf(ctx, c.totalTimeout, c.clock.Now())
 }
 
-// attemptContext derives one attempt's context from the loop's.
-func (c *config) attemptContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+// attemptContext derives one attempt's context from the loop's: left is
+// how many attempts the limit leaves it, gate the dependency's gate (see
+// cutTimeout).
+func (c *config) attemptContext(ctx context.Context, deadline time.Time, left int, gate *dependency) (context.Context, context.CancelFunc) {
 	if c.attemptTimeout <= 0 {
 		return ctx, noop
 	}
-	return withAttemptTimeout(ctx, c.clock, attemptTimeout(c.attemptTimeout, deadline, c.clock.Now()))
+	return withAttemptTimeout(ctx, c.clock, c.cutTimeout(c.attemptTimeout, deadline, left, gate))
 }
 
 // deadlineOf returns the total deadline: the context's or now+total,

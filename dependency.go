@@ -13,7 +13,7 @@ import (
 const (
 	depUp         int32 = iota // requests go
 	depDown                    // requests wait; only probes go
-	depRecovering              // waiting requests are released, paced
+	depRecovering              // waiting requests are released, in a window that grows as they succeed
 )
 
 // Tuning of the gate (see RideThrough).
@@ -45,23 +45,35 @@ const (
 type dependency struct {
 	clock clock.Clock
 
-	state  atomic.Int32
-	streak atomic.Int32 // attempts in a row that failed
-	used   atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
+	state    atomic.Int32
+	streak   atomic.Int32 // attempts in a row that failed
+	streakAt atomic.Int64 // when the first of them failed, in nanoseconds since the epoch
+	used     atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
 
 	mu        sync.Mutex
 	queue     waitQueue // earliest deadline first
 	timer     stopper   // the next tick; nil when none is due
 	timerAt   time.Time
 	downSince time.Time
-	arrivals  int // requests that asked to go since downSince
-	probeGap  time.Duration
-	nextProbe time.Time
-	probing   bool // a probe is out
-	recStart  time.Time
-	credit    float64 // releases due
-	creditAt  time.Time
-	stats     DependencyStats
+	askedFrom time.Time // when the failures that took it down began
+	arrivals  int       // requests that asked to go since askedFrom (the failures among them)
+	// askedBefore is the rate at which the failures that took it down
+	// came, per second: what callers asked before they had to wait.
+	askedBefore float64
+	probeGap    time.Duration
+	nextProbe   time.Time
+	probing     bool      // a probe is out
+	probeAt     time.Time // when the last probe went
+	// answerTime is how long the probe that ended the outage took to be
+	// answered: a waiter with less time left is not released.
+	answerTime time.Duration
+	window     float64   // while recovering: how many attempts may be out at once
+	inFlight   int       // while recovering: attempts let go that have not told their outcome
+	lastAck    time.Time // while recovering: when an attempt last told its outcome
+	drainRate  float64   // while recovering: the most waiters released per second
+	credit     float64   // releases of waiters due
+	creditAt   time.Time
+	stats      DependencyStats
 }
 
 func newDependency(name string, clk clock.Clock) *dependency {
@@ -80,8 +92,8 @@ type waiter struct {
 }
 
 // admit lets an attempt go, or holds it while the dependency is down, until
-// it is released (as a probe, or paced after a recovery), its context ends,
-// or it has waited too long. A dependency down for longer than the
+// it is released (as a probe, or in the window after a recovery), its
+// context ends, or it has waited too long. A dependency down for longer than the
 // request's MaxWait does not hold it: it fails at once unless it goes as
 // the probe. A nil dependency lets everything go.
 func (d *dependency) admit(ctx context.Context, w *waiter) (probe bool, err error) {
@@ -121,7 +133,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	switch state {
 	case depDown:
 		if !w.probed && !d.probing && !now.Before(d.nextProbe) && d.queue.unprobed == 0 {
-			d.probing = true
+			d.probing, d.probeAt = true, now
 			d.stats.Probes++
 			return nil, true, nil
 		}
@@ -132,9 +144,10 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 			return nil, false, ErrDependencyDown
 		}
 	case depRecovering:
-		d.refill(now)
-		if d.queue.Len() == 0 && d.credit >= 1 {
-			d.credit--
+		if d.inFlight < int(d.window) {
+			// A request that did not wait goes as soon as the window has
+			// room: it never queues behind the backlog's paced drain.
+			d.inFlight++
 			return nil, false, nil
 		}
 	}
@@ -197,6 +210,7 @@ func (d *dependency) observe(o outcome, probe bool) {
 	if d == nil {
 		return
 	}
+	d.learn(o)
 	switch {
 	case o.alive():
 		if d.streak.Load() != 0 {
@@ -245,7 +259,17 @@ func (d *dependency) markDown() {
 	now := d.clock.Now()
 	d.state.Store(depDown)
 	d.stats.Outages++
-	d.downSince, d.arrivals = now, 0
+	d.downSince = now
+	d.askedFrom, d.arrivals, d.askedBefore = now, 0, 0
+	if n := d.streak.Load(); n > 0 {
+		at := time.Unix(0, d.streakAt.Load())
+		if !at.After(now) {
+			d.askedFrom, d.arrivals = at, int(n)
+		}
+		if n >= downAfter {
+			d.askedBefore = d.asked(now)
+		}
+	}
 	d.probeGap, d.nextProbe, d.probing = probeFirst, now.Add(probeFirst), false
 	d.schedule(now)
 }
@@ -270,23 +294,47 @@ func (d *dependency) probeLost() {
 	d.schedule(d.clock.Now())
 }
 
+// unjudged frees what an attempt held of the gate when its outcome says
+// nothing of the dependency: its request's own deadline or cancellation cut
+// it. A probe goes to someone else, as soon as it is due, and the probe
+// interval does not grow.
+func (d *dependency) unjudged(probe bool) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.clock.Now()
+	if probe {
+		d.probing = false
+	} else if d.state.Load() == depRecovering {
+		d.acked(now, 0)
+	}
+	d.schedule(now)
+}
+
 // recovered starts releasing the waiting requests.
 func (d *dependency) recovered() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	probing := d.probing
 	d.probing = false
 	if d.state.Load() != depDown {
 		return
 	}
 	now := d.clock.Now()
-	d.recStart, d.credit, d.creditAt = now, 1, now
+	d.answerTime = 0
+	if probing {
+		d.answerTime = now.Sub(d.probeAt)
+	}
+	d.startRelease(now)
 	d.state.Store(depRecovering)
 	d.release(now)
 	d.schedule(now)
 }
 
 // tick is the dependency's timer: it expires waiters, sends the probe,
-// releases the paced waiters, and sets itself again.
+// releases waiters after a recovery, and sets itself again.
 func (d *dependency) tick() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -297,6 +345,7 @@ func (d *dependency) tick() {
 	case depDown:
 		d.releaseProbe(now)
 	case depRecovering:
+		d.forgetLost(now)
 		d.release(now)
 	}
 	d.schedule(now)
@@ -309,14 +358,16 @@ func (d *dependency) expire(now time.Time) {
 	}
 }
 
-// releaseProbe sends a waiter with the earliest deadline among those that
-// have not probed yet, when a probe is due.
+// releaseProbe sends a waiter with the latest deadline among those that
+// have not probed yet, when a probe is due: the probe is the request that
+// can wait longest for its answer, so a slow host that answers gets the
+// time to do so.
 func (d *dependency) releaseProbe(now time.Time) {
 	if d.probing || now.Before(d.nextProbe) || d.queue.unprobed == 0 {
 		return
 	}
-	d.queue.release(d.queue.firstUnprobed(), true)
-	d.probing = true
+	d.queue.release(d.queue.lastUnprobed(), true)
+	d.probing, d.probeAt = true, now
 	d.stats.Probes++
 }
 

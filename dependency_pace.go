@@ -5,24 +5,116 @@ import (
 	"time"
 )
 
-// Pacing of the releases after a recovery (see RideThrough).
+// Release after a recovery (see RideThrough).
 const (
-	// The release rate is the rate at which requests have asked for the
-	// dependency since it went down, measured anew at every release, times
-	// a ramp from 1 to rampTop over rampTime, and never below
-	// minReleaseRate per second.
-	rampTime       = 500 * time.Millisecond
-	rampTop        = 1.8
-	minReleaseRate = 20.0
+	// initialWindow is how many attempts may be out at once through a
+	// dependency that has just answered again. Each one that succeeds lets
+	// one more go, so the window doubles with every round of attempts that
+	// succeeds (TCP's slow start); a failure halves it.
+	initialWindow = 4
+	// drainShare is the most the backlog of waiters is released at, as a
+	// share of the rate at which requests asked for the dependency: new
+	// arrivals and the backlog together stay under twice that rate, so a
+	// fast host that answers again is not hit by the whole backlog at once.
+	drainShare = 0.7
+	// minDrainRate is the least rate, per second, at which waiters are
+	// released while the window has room.
+	minDrainRate = 20.0
+	// lostAfter is how long the window may stay full without any attempt
+	// telling its outcome before the attempts out are taken as lost (their
+	// code panicked): the release goes on.
+	lostAfter = time.Second
 )
 
-// release lets go of as many waiters, earliest deadline first, as the pace
-// allows; once none waits, the dependency is up.
+// learn is what an attempt's outcome tells the release: when a run of
+// failures began (for the rate requests asked at before the outage was
+// seen) and, while the dependency recovers, whether the window grows or
+// shrinks.
+func (d *dependency) learn(o outcome) {
+	unhealthy := o.unhealthy()
+	if unhealthy && d.streak.Load() == 0 {
+		d.streakAt.Store(d.clock.Now().UnixNano())
+	}
+	if d.state.Load() != depRecovering {
+		return
+	}
+	growth := 0.0
+	switch {
+	case o.alive():
+		growth = 1
+	case unhealthy:
+		growth = -1
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state.Load() != depRecovering {
+		return
+	}
+	now := d.clock.Now()
+	d.acked(now, growth)
+	d.release(now)
+	d.schedule(now)
+}
+
+// acked counts an attempt let go while recovering as back: growth 1 for a
+// success (the window grows by one), -1 for a failure (it halves), 0 for an
+// outcome that says nothing. Attempts sent before the recovery that report
+// now are counted too: the count of attempts out never goes below zero.
+func (d *dependency) acked(now time.Time, growth float64) {
+	d.inFlight = max(d.inFlight-1, 0)
+	d.lastAck = now
+	switch {
+	case growth > 0:
+		d.window += growth
+	case growth < 0:
+		d.window = max(d.window/2, 1)
+	}
+}
+
+// forgetLost takes the attempts out as lost when none has told its outcome
+// for lostAfter while the window is full.
+func (d *dependency) forgetLost(now time.Time) {
+	if d.inFlight >= int(d.window) && now.Sub(d.lastAck) >= lostAfter {
+		d.inFlight, d.lastAck = 0, now
+	}
+}
+
+// startRelease sets the release up when the dependency answers again: the
+// first window, and the backlog's drain rate from the rate at which
+// requests asked for the dependency: since its failures began, or while
+// they came, whichever is higher. Callers in a closed loop ask only while
+// they are not waiting: the rate of the failures that took the dependency
+// down is what they asked before (halved: retries are among them).
+func (d *dependency) startRelease(now time.Time) {
+	d.window, d.inFlight, d.lastAck = initialWindow, 0, now
+	d.drainRate = max(drainShare*max(d.asked(now), d.askedBefore/2), minDrainRate)
+	d.credit, d.creditAt = 1, now
+}
+
+// asked is the rate, per second, at which requests have asked for the
+// dependency since the failures that took it down began: those failures,
+// and every arrival since (those that waited, failed at once or went as
+// the probe). It is what callers offered, however short the outage.
+func (d *dependency) asked(now time.Time) float64 {
+	return float64(d.arrivals) / max(now.Sub(d.askedFrom), time.Millisecond).Seconds()
+}
+
+// release lets go of as many waiters, earliest deadline first, as the
+// window and the drain rate allow; once none waits, the dependency is up.
+// A waiter with less time left than the dependency took to answer its
+// probe is not let go: its attempt would only give the dependency work
+// nobody waits for. It waits on until its deadline, unless the backlog
+// ahead of it drains first.
 func (d *dependency) release(now time.Time) {
 	d.refill(now)
-	for d.credit >= 1 && d.queue.Len() > 0 {
-		d.queue.release(d.queue.first(), false)
+	for d.credit >= 1 && d.queue.Len() > 0 && d.inFlight < int(d.window) {
+		s := d.queue.firstEndingFrom(d.releasableFrom(now))
+		if s == nil {
+			break
+		}
+		d.queue.release(s, false)
 		d.credit--
+		d.inFlight++
 		d.stats.Released++
 	}
 	if d.queue.Len() == 0 {
@@ -30,21 +122,16 @@ func (d *dependency) release(now time.Time) {
 	}
 }
 
-// offered is the rate, per second, at which requests have asked for the
-// dependency since it went down: every arrival counts, those that waited,
-// failed at once or went as the probe, and those let go while it recovers.
-// Measured over the whole time since, it converges on the offered rate
-// however soon after the outage began the dependency answered again.
-func (d *dependency) offered(now time.Time) float64 {
-	return float64(d.arrivals) / max(now.Sub(d.downSince), probeFirst).Seconds()
+// releasableFrom is the earliest slot whose waiters may be let go at now:
+// those with at least answerTime left.
+func (d *dependency) releasableFrom(now time.Time) int64 {
+	return slotOf(now.Add(d.answerTime))
 }
 
-// pace is the release rate at now: the offered rate, ramping up to rampTop
-// times it over rampTime, so waiters who queued during the outage drain
-// while new arrivals keep coming.
-func (d *dependency) pace(now time.Time) float64 {
-	ramp := min(float64(now.Sub(d.recStart))/float64(rampTime), 1)
-	return max(d.offered(now), minReleaseRate) * (1 + (rampTop-1)*ramp)
+// releasable reports whether a waiter may be let go at now. Waiters only
+// lose time: one that may not go now never may.
+func (d *dependency) releasable(now time.Time) bool {
+	return d.queue.firstEndingFrom(d.releasableFrom(now)) != nil
 }
 
 // refill adds the releases due since the last refill, never more than a
@@ -53,13 +140,13 @@ func (d *dependency) refill(now time.Time) {
 	if d.state.Load() != depRecovering {
 		return
 	}
-	rate := d.pace(now)
-	d.credit = min(d.credit+rate*now.Sub(d.creditAt).Seconds(), max(1, rate/50))
+	d.credit = min(d.credit+d.drainRate*now.Sub(d.creditAt).Seconds(), max(1, d.drainRate/50))
 	d.creditAt = now
 }
 
 // schedule sets the timer for the next thing due: a probe, a paced
-// release (jittered), or the earliest wait to expire.
+// release (jittered) while the window has room, the check for lost
+// attempts while it is full, or the earliest wait to expire.
 func (d *dependency) schedule(now time.Time) {
 	if d.queue.Len() == 0 {
 		return
@@ -71,8 +158,12 @@ func (d *dependency) schedule(now time.Time) {
 			next = d.nextProbe
 		}
 	case depRecovering:
-		gap := time.Duration((1 - min(d.credit, 1)) / d.pace(now) * (0.5 + rand.Float64()) * float64(time.Second))
-		if at := now.Add(max(gap, time.Millisecond)); at.Before(next) {
+		at := d.lastAck.Add(lostAfter)
+		if d.inFlight < int(d.window) && d.releasable(now) {
+			gap := time.Duration((1 - min(d.credit, 1)) / d.drainRate * (0.5 + rand.Float64()) * float64(time.Second))
+			at = now.Add(max(gap, time.Millisecond))
+		}
+		if at.Before(next) {
 			next = at
 		}
 	}

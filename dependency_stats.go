@@ -23,7 +23,7 @@ type DependencyStats struct {
 	// Outages counts the times the dependency was taken as down.
 	Outages uint64
 	// Waited counts the requests that waited (each once, however often it
-	// waited); Released, the waits ended by a paced release after a
+	// waited); Released, the waits ended by a release after a
 	// recovery; Probes, the probes sent.
 	Waited, Released, Probes uint64
 	// Expired counts waits ended by the request's deadline or MaxWait;

@@ -47,7 +47,8 @@
 //     DefaultBackoffCap (10 s); WithBackoff, and Constant, EqualJitter,
 //     DecorrelatedJitter.
 //   - Deadline: the context's, or WithTotalTimeout's, whichever is sooner;
-//     no wait ever ends past it. WithAttemptTimeout bounds each attempt; a
+//     no wait ever ends past it. WithAttemptTimeout bounds each attempt
+//     that another can follow (else it runs to the deadline); a
 //     Transport bounds an attempt that nothing else bounds with
 //     DefaultAttemptTimeout (30 s), and WithAdaptiveTimeout learns a bound
 //     from each host's latency. WithHedging sends a second copy of a slow
@@ -58,8 +59,9 @@
 //     dependency.
 //   - Riding through outages (RideThrough, on): a dependency that keeps
 //     failing is waited for, within each request's deadline, instead of
-//     being hammered, and the waiting requests are released paced when it
-//     answers again; a wait in vain hands back the last response; an
+//     being hammered, and requests are let go by what it shows it can take
+//     when it answers again (a window that grows with each success, as
+//     TCP's slow start); a wait in vain hands back the last response; an
 //     outage longer than MaxWait fails requests at once.
 //   - One layer: a loop inside another loop (found through the context)
 //     makes a single attempt; PushbackMiddleware and the Retry-Pushback

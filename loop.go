@@ -105,7 +105,13 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 		if !o.pending { // a wait for an earlier copy is no attempt of the request's
 			l.tries += 1 + o.hedges
 		}
-		l.gate.observe(o, probe)
+		if o.err != nil && l.ctx.Err() != nil {
+			// The request's own deadline or cancellation cut the attempt:
+			// that says nothing of the dependency.
+			l.gate.unjudged(probe)
+		} else {
+			l.gate.observe(o, probe)
+		}
 		last = o
 		if !o.failed() {
 			l.succeeded(o)

@@ -51,6 +51,9 @@ type retryBudget interface {
 	refund(n int)
 	// dependency is the gate of the budget's dependency, for Do.
 	dependency(clk clock.Clock) *dependency
+	// mayRetry reports whether a retry would be allowed now, without
+	// charging it.
+	mayRetry(now time.Time) bool
 }
 
 var defaultConfig = newConfig(nil)
@@ -141,6 +144,14 @@ func WithTotalTimeout(d time.Duration) Option {
 // before the total deadline. d <= 0 means no per-attempt bound (a
 // Transport still bounds an attempt that nothing else bounds with
 // DefaultAttemptTimeout).
+//
+// Cutting an attempt off is worth its cost only when another attempt can
+// follow: when the request has a deadline and the attempt limit leaves no
+// other attempt, the retry budget could not pay for one, the dependency is
+// not up (the attempt is its probe, or let go after an outage), or less
+// than another d would be left after the cut, the attempt is not cut and
+// runs to the deadline, as it would without retries: a server that is slow,
+// not dead, then finishes the work instead of throwing it away.
 func WithAttemptTimeout(d time.Duration) Option {
 	d = max(d, 0)
 	return optionFunc(func(c *config) { c.attemptTimeout = d })

@@ -3,7 +3,6 @@ package retry
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // Do calls op until it succeeds, fails permanently, or the policy gives up,
@@ -64,11 +63,13 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	if c.budget != nil && !c.ride.off {
 		gate = c.budget.dependency(c.clock)
 	}
-	n, last, reason := c.run(ctx, deadline, gate, func(n, _ int) outcome {
+	n, last, reason := c.run(ctx, deadline, gate, func(n, left int) outcome {
 		if n > 1 {
 			lc.keys.newAttempt()
 		}
-		return c.classifyErr(c.tracedAttempt(ctx, deadline, n, op))
+		actx, acancel := c.attemptContext(ctx, deadline, left, gate)
+		defer acancel() // also when op panics: no timer outlives the attempt
+		return c.classifyErr(c.tracedAttempt(actx, n, op))
 	}, nil, nil)
 	var err error
 	if reason != nil {
@@ -119,26 +120,20 @@ func (c *config) once(ctx context.Context, op func(context.Context) error) error
 	deadline := c.deadline(ctx)
 	ctx, cancel := withTotalDeadline(ctx, c.clock, deadline)
 	defer cancel()
-	return c.attempt(ctx, deadline, op)
+	actx, acancel := c.attemptContext(ctx, deadline, 2, nil) // the outer loop may try again
+	defer acancel()
+	return op(actx)
 }
 
 // tracedAttempt is attempt n, told to the trace when there is one.
-func (c *config) tracedAttempt(ctx context.Context, deadline time.Time, n int, op func(context.Context) error) error {
+func (c *config) tracedAttempt(ctx context.Context, n int, op func(context.Context) error) error {
 	if c.trace == nil {
-		return c.attempt(ctx, deadline, op)
+		return op(ctx)
 	}
 	actx := c.trace.attemptStart(ctx, n, false, nil)
-	err := c.attempt(actx, deadline, op)
+	err := op(actx)
 	c.trace.attemptEnd(actx, n, nil, err)
 	return err
-}
-
-// attempt calls op once under the attempt timeout. The attempt's timer ends
-// when op returns, also when it panics.
-func (c *config) attempt(ctx context.Context, deadline time.Time, op func(context.Context) error) error {
-	actx, acancel := c.attemptContext(ctx, deadline)
-	defer acancel()
-	return op(actx)
 }
 
 // classifyErr turns an operation's error into the loop's outcome.

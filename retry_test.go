@@ -181,10 +181,12 @@ func TestAttemptTimeoutNeverExceedsWhatIsLeft(t *testing.T) {
 			left = append(left, time.Until(d))
 			<-ctx.Done()
 			return ctx.Err()
-		}, retry.WithAttemptTimeout(200*time.Millisecond), retry.WithTotalTimeout(300*time.Millisecond),
+		}, retry.WithAttemptTimeout(100*time.Millisecond), retry.WithTotalTimeout(250*time.Millisecond),
 			noWait)
 		assert.ErrorIs(t, err, retry.ErrDeadline)
-		assert.Equal(t, []time.Duration{200 * time.Millisecond, 100 * time.Millisecond}, left)
+		// The second attempt would leave less than an attempt's time after
+		// its cut: it runs to the deadline.
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 150 * time.Millisecond}, left)
 	})
 }
 

@@ -17,16 +17,31 @@ import (
 // ErrBudgetDenied). While it is down, requests to it are not sent: they
 // wait (on their own goroutine, within their own deadline and context),
 // except for a probe now and then: the first after 100 ms, then at doubling
-// intervals up to one a second, each request probing at most once. A probe
-// is an attempt like any other: WithMaxAttempts caps it too. When an
-// attempt is answered again (a success, a rejection, a keyed 409; for a
-// Caller, a Verdict that is Answered or Pending and not Failing), the
-// waiting requests are released earliest deadline first, paced: at the
-// rate at which requests have asked for the dependency since it went down
-// (measured anew at every release, so it converges on the offered rate
-// however soon the first answer came), ramping to 1.8 times that over half
-// a second, with jitter, so the recovering dependency is not knocked down
-// again and new arrivals do not starve behind old waiters.
+// intervals up to one a second, each request probing at most once. The
+// probe is the waiting request with the most time left, so that a slow
+// dependency has the time to answer it. A probe is an attempt like any
+// other: WithMaxAttempts caps it too. An attempt cut off by its own
+// request's deadline or cancellation says nothing of the dependency: it
+// never counts as a failure, and a probe so cut goes to another request
+// without lengthening the probe interval.
+//
+// When an attempt is answered again (a success, a rejection, a keyed 409;
+// for a Caller, a Verdict that is Answered or Pending and not Failing),
+// requests are let go by what the dependency shows it can take, as TCP's
+// slow start: at first four attempts may be out at once, each success lets
+// one more go (the window doubles with every round that succeeds), and a
+// failure halves it. A request that did not wait goes as soon as the window
+// has room, never behind the backlog. The backlog drains earliest deadline
+// first within the window, with jitter, at most at 0.7 times the rate at
+// which requests asked for the dependency (since its failures began, or
+// half the rate at which those failures came, whichever is higher), so new
+// arrivals and the backlog together stay under twice the offered rate. A
+// waiter with less time left than the dependency took to answer the probe
+// is not let go (its attempt would only give the dependency work nobody
+// waits for): it waits on, until its deadline or until its turn comes with
+// time enough. Callers in a closed loop, who ask only as fast as they are
+// released, are back at full speed within a few round trips. Once nobody waits, the
+// dependency is up.
 //
 // Waiting is for outages that end soon. A request waits at most until its
 // deadline, or MaxWait without one; and once the dependency has been down

@@ -47,6 +47,7 @@ type roundTrip struct {
 	lastHeader http.Header
 	origSent   bool         // the caller's body went to the base, which closes it
 	bound      attemptBound // the current attempt's timeout and context
+	left       int          // sends the attempt limit leaves the current attempt
 }
 
 // start decides what the request is and what policy applies to it.

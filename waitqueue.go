@@ -112,11 +112,26 @@ func (q *waitQueue) first() *waitSlot {
 	return q.items[0]
 }
 
-// firstUnprobed returns the earliest slot of waiters that have not probed.
-func (q *waitQueue) firstUnprobed() *waitSlot {
+// firstEndingFrom returns the earliest slot whose waits end in slot end or
+// later, or nil.
+func (q *waitQueue) firstEndingFrom(end int64) *waitSlot {
+	if s := q.first(); s == nil || s.key.end >= end {
+		return s
+	}
 	var best *waitSlot
 	for _, s := range q.items {
-		if !s.key.probed && (best == nil || s.key.end < best.key.end) {
+		if s.key.end >= end && (best == nil || s.key.end < best.key.end) {
+			best = s
+		}
+	}
+	return best
+}
+
+// lastUnprobed returns the latest slot of waiters that have not probed.
+func (q *waitQueue) lastUnprobed() *waitSlot {
+	var best *waitSlot
+	for _, s := range q.items {
+		if !s.key.probed && (best == nil || s.key.end > best.key.end) {
 			best = s
 		}
 	}
