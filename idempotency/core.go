@@ -29,6 +29,10 @@ const abandonLease = time.Microsecond
 // errEmptyKey is returned by Runner.Do for a Request without a Key.
 var errEmptyKey = Permanent(errors.New("idempotency: empty key"))
 
+// errStartedWithoutWork is returned by Runner.Do for a Request with
+// StartedAtClaim and no Work.
+var errStartedWithoutWork = Permanent(errors.New("idempotency: StartedAtClaim needs Work"))
+
 // Request names one unit of work.
 type Request struct {
 	// Caller scopes the key: the authenticated principal or tenant. Two
@@ -59,6 +63,14 @@ type Request struct {
 	// stored with the record until the record completes, so keep it small
 	// and never put secrets in it.
 	Input []byte
+	// StartedAtClaim, with Work, marks the execution started in the claim
+	// itself: the record is created (or taken over, if it has no recovery
+	// point yet) with the started mark in the same store operation, so a
+	// Reconciler resumes the execution if it stalls at any moment after the
+	// claim, even before the work runs. For work that nothing else would run
+	// again, such as a broker's last delivery of a message. Without Work it
+	// is an error: nothing could resume the execution.
+	StartedAtClaim bool
 }
 
 // Work is a unit of work run by Runner.Do at most once per key to completion.
@@ -239,6 +251,11 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 			}
 		}
 		cr.Resume = encodeResume(req.Work, req.Input)
+		if req.StartedAtClaim {
+			cr.Point = startedPoint
+		}
+	} else if req.StartedAtClaim {
+		return Result{}, errStartedWithoutWork
 	}
 	claimed := r.clock.Now() // the lease runs from here
 	c, err := r.store.Claim(ctx, cr)

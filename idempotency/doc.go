@@ -95,9 +95,12 @@
 //     credentials (Authorization and Cookie are never stored).
 //
 // A resumable execution saves its started mark with the record (one more
-// write, at MarkStarted), so the Reconciler knows it began; a failure after
-// the mark then keeps the key for a retry or the Reconciler, as a failure
-// after a step does. The stored input lives with the record and goes when
+// write, at MarkStarted), so the Reconciler knows it began; work that
+// nothing else would run again (a broker's last delivery) asks for the
+// mark in the claim itself (Request.StartedAtClaim), so it is resumable
+// from its claim on, with no write between. A failure after the mark then
+// keeps the key for a retry or the Reconciler, as a failure after a step
+// does. The stored input lives with the record and goes when
 // it completes. An execution with nothing to resume it with, or that
 // reached ReconcilerConfig.MaxAttempts, is parked (Record.Parked) with its
 // reason, logged and observed (OutcomeParked), and never taken over by a

@@ -59,7 +59,9 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 		}
 		e.steps = steps
 	}
-	if e.resumed && rec.RecoveryPoint != "" {
+	if rec.RecoveryPoint != "" {
+		// A takeover resumes a begun execution, or the claim saved the
+		// started mark (Request.StartedAtClaim).
 		e.started.Store(true)
 	}
 	if len(rec.Resume) > 0 {
@@ -140,9 +142,11 @@ func (e *Execution) MarkStarted() {
 // record before it returns, reporting a failure to save it (an error
 // wrapping the store's; the execution is then not marked). Once it
 // returned nil, a Reconciler resumes the execution if it stalls, even
-// before the work's first step: work that nothing else would run again
-// (a broker's last delivery of a message) saves the mark before it does
-// anything. Safe on a nil Execution (no effect).
+// before the work's first step. It does not cover a crash between the
+// claim and the save: work that nothing else would run again (a broker's
+// last delivery of a message) asks for the mark in the claim itself
+// (Request.StartedAtClaim), and SaveStarted then writes nothing. Safe on a
+// nil Execution (no effect).
 func (e *Execution) SaveStarted(ctx context.Context) error {
 	if e == nil {
 		return nil
@@ -175,7 +179,8 @@ func (e *Execution) failedStep() error {
 }
 
 // Started reports whether MarkStarted (or a Step) was called, or this
-// execution resumes one that had saved a recovery point.
+// execution resumes one that had saved a recovery point, or its claim
+// saved the started mark (Request.StartedAtClaim).
 func (e *Execution) Started() bool {
 	return e != nil && e.started.Load()
 }

@@ -91,19 +91,21 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 	if r == nil {
 		s.lastGen++
 		r = &memRecord{rec: Record{
-			Caller:      req.Caller,
-			Key:         req.Key,
-			Fingerprint: req.Fingerprint,
-			State:       StateInProgress,
-			Attempt:     1,
-			Generation:  s.lastGen,
-			LockedUntil: now.Add(req.Lease),
-			Resume:      bytes.Clone(req.Resume),
-			CreatedAt:   now,
-			ExpiresAt:   now.Add(req.TTL),
+			Caller:        req.Caller,
+			Key:           req.Key,
+			Fingerprint:   req.Fingerprint,
+			State:         StateInProgress,
+			Attempt:       1,
+			Generation:    s.lastGen,
+			LockedUntil:   now.Add(req.Lease),
+			RecoveryPoint: req.Point,
+			Resume:        bytes.Clone(req.Resume),
+			CreatedAt:     now,
+			ExpiresAt:     now.Add(req.TTL),
 		}}
 		r.at = r.rec.ExpiresAt.UnixNano()
 		s.add(k, r)
+		s.track(r)
 		return Claim{Outcome: ClaimCreated, Record: copyRecord(r.rec)}, nil
 	}
 	switch {
@@ -117,6 +119,10 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 	s.takeOver(r, now, req.Lease)
 	if req.Resume != nil {
 		r.rec.Resume = bytes.Clone(req.Resume)
+	}
+	if r.rec.RecoveryPoint == "" && req.Point != "" {
+		r.rec.RecoveryPoint = req.Point
+		s.track(r)
 	}
 	return Claim{Outcome: ClaimTakenOver, Record: copyRecord(r.rec)}, nil
 }

@@ -79,6 +79,14 @@ type ClaimRequest struct {
 	// it or takes it over (Record.Resume); a claim that finds the record
 	// settled leaves it as it is.
 	Resume []byte
+	// Point, if not empty, is the recovery point (Record.RecoveryPoint) a
+	// record created by this claim starts with, written in the same atomic
+	// operation as the claim: the execution counts as begun from its claim
+	// on, so TakeOverStalled takes it over once its lease runs out, whatever
+	// dies when. A takeover keeps the record's own point, and gives it
+	// Point only when it has none; a claim that finds the record settled
+	// leaves it as it is.
+	Point string
 }
 
 // ClaimOutcome says what a claim found.

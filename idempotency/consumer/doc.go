@@ -45,12 +45,12 @@
 // the broker would drop it or dead-letter it without its reason: it is
 // held and run again here, or parked. The store owns it before the
 // handler runs (an inbox): the claim stores the message with its
-// execution, and the execution is marked started
-// (idempotency.Execution.SaveStarted) before the handler's first step, so
-// that if the consumer dies from then on (killed mid-handler, or after
-// the effect before the outcome), a Reconciler running the consumer's
+// execution and, in the same store operation, marks the execution started
+// (idempotency.Request.StartedAtClaim), so that if the consumer dies at
+// any moment after the claim (right after it, mid-handler, or after the
+// effect before the outcome), a Reconciler running the consumer's
 // registered work finishes the execution from the stored message, or
-// parks it. A store failure saving the mark holds the delivery, without
+// parks it. A store failure making the claim holds the delivery, without
 // running the handler. Without a Reconciler such an execution waits for
 // RetryParked or a later delivery of the message.
 //

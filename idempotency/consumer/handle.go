@@ -36,7 +36,7 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 		c.stop(err)
 		return
 	}
-	req := c.request(m)
+	req := c.request(m, d.Last())
 	for local := 1; ; local++ {
 		if ctx.Err() != nil {
 			c.stopped(grace, d, m, req)
@@ -56,14 +56,18 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 }
 
 // request is the Runner's request for m: keyed by its id, with the
-// message stored for the consumer's registered work.
-func (c *Consumer) request(m *Message) idempotency.Request {
+// message stored for the consumer's registered work. On the broker's last
+// delivery (last), which the broker will never make again, the claim
+// itself marks the execution started: the store owns the message from the
+// claim on, and a Reconciler finishes it whatever dies when.
+func (c *Consumer) request(m *Message, last bool) idempotency.Request {
 	return idempotency.Request{
-		Caller:      c.cfg.Caller,
-		Key:         m.Key,
-		Fingerprint: idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
-		Work:        c.cfg.Name,
-		Input:       encodeInput(m),
+		Caller:         c.cfg.Caller,
+		Key:            m.Key,
+		Fingerprint:    idempotency.Fingerprint("MESSAGE", m.Subject, "", m.Body),
+		Work:           c.cfg.Name,
+		Input:          encodeInput(m),
+		StartedAtClaim: last,
 	}
 }
 
@@ -182,14 +186,6 @@ func dependencyDown(err error) bool { return errors.Is(err, retry.ErrDependencyD
 // should do with the execution.
 func (c *Consumer) work(d Delivery, m *Message, run *handlerRun) idempotency.Work {
 	return func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
-		if d.Last() {
-			// The broker will not deliver the message again: the store
-			// must own it before the handler does anything, so that a
-			// Reconciler finishes it whatever dies when.
-			if err := e.SaveStarted(ctx); err != nil {
-				return nil, err
-			}
-		}
 		stop := c.keepAlive(e, d)
 		err := c.call(ctx, m)
 		stop()

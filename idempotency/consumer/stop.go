@@ -24,7 +24,7 @@ func (c *Consumer) Decline(ctx context.Context, d Delivery) {
 		_ = d.Nak(context.WithoutCancel(ctx), 0)
 		return
 	}
-	c.stopped(ctx, d, m, c.request(m))
+	c.stopped(ctx, d, m, c.request(m, d.Last()))
 }
 
 // stopped settles d, which the consumer holds as it stops: a delivery the

@@ -21,13 +21,14 @@ const errDuplicateKey = 1062
 // a lock (a consistent read): a completed, live in-progress or mismatching
 // record is reported as it is, in one round trip, and nothing is written.
 // Otherwise one conditional write makes the claim: an INSERT creates the
-// record (Attempt 1, a new Generation); an UPDATE conditional on the
-// generation read and on expiry replaces an expired one (likewise); or an
-// UPDATE conditional on the attempt and generation read, the fingerprint and
-// the lease having run out takes a stale in-progress record over (Attempt+1,
-// Generation and recovery point kept). A duplicate key, or an UPDATE that
-// matched no row, means another claim changed the record since the read,
-// and Claim reads again. Lease and expiry run from the clock of the read.
+// record (Attempt 1, a new Generation, recovery point req.Point); an UPDATE
+// conditional on the generation read and on expiry replaces an expired one
+// (likewise); or an UPDATE conditional on the attempt and generation read,
+// the fingerprint and the lease having run out takes a stale in-progress
+// record over (Attempt+1, Generation and recovery point kept, or req.Point
+// if it has none). A duplicate key, or an UPDATE that matched no row, means
+// another claim changed the record since the read, and Claim reads again.
+// Lease and expiry run from the clock of the read.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idempotency.Claim{}, idempotency.Permanent(fmt.Errorf("mysqlstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
@@ -90,18 +91,19 @@ func (s *Store) create(ctx context.Context, id []byte, now int64, found bool, ol
 	rec := idempotency.Record{
 		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
 		State: idempotency.StateInProgress, Attempt: 1, Generation: gen,
-		LockedUntil: fromMicros(now + req.Lease.Microseconds()),
-		Resume:      clone(req.Resume),
-		CreatedAt:   fromMicros(now), ExpiresAt: fromMicros(now + req.TTL.Microseconds()),
+		LockedUntil:   fromMicros(now + req.Lease.Microseconds()),
+		RecoveryPoint: req.Point,
+		Resume:        clone(req.Resume),
+		CreatedAt:     fromMicros(now), ExpiresAt: fromMicros(now + req.TTL.Microseconds()),
 	}
 	lu, ex := rec.LockedUntil.UnixMicro(), rec.ExpiresAt.UnixMicro()
 	var res sql.Result
 	if found {
-		res, err = s.db.ExecContext(ctx, s.q.replace, []byte(req.Fingerprint), gen, lu, req.Resume, now, ex,
+		res, err = s.db.ExecContext(ctx, s.q.replace, []byte(req.Fingerprint), gen, lu, req.Point, req.Resume, now, ex,
 			id, []byte(req.Caller), []byte(req.Key), old.Generation, s.shiftArg())
 	} else {
 		res, err = s.db.ExecContext(ctx, s.q.insert, id, []byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint),
-			gen, lu, req.Resume, now, ex)
+			gen, lu, req.Point, req.Resume, now, ex)
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == errDuplicateKey {
@@ -117,7 +119,7 @@ func (s *Store) create(ctx context.Context, id []byte, now int64, found bool, ol
 // now. ok is false when the record changed since the read.
 func (s *Store) takeOver(ctx context.Context, id []byte, now int64, rec idempotency.Record, req idempotency.ClaimRequest) (idempotency.Claim, bool, error) {
 	lu := now + req.Lease.Microseconds()
-	res, err := s.db.ExecContext(ctx, s.q.takeOver, lu, req.Resume, id, []byte(req.Caller), []byte(req.Key),
+	res, err := s.db.ExecContext(ctx, s.q.takeOver, lu, req.Resume, req.Point, id, []byte(req.Caller), []byte(req.Key),
 		rec.Attempt, rec.Generation, []byte(req.Fingerprint), s.shiftArg(), s.shiftArg())
 	if n, err := affected(res, err); err != nil || n == 0 {
 		return idempotency.Claim{}, false, err
@@ -127,6 +129,9 @@ func (s *Store) takeOver(ctx context.Context, id []byte, now int64, rec idempote
 	rec.Parked = ""
 	if req.Resume != nil {
 		rec.Resume = clone(req.Resume)
+	}
+	if rec.RecoveryPoint == "" {
+		rec.RecoveryPoint = req.Point
 	}
 	return idempotency.Claim{Outcome: idempotency.ClaimTakenOver, Record: rec}, true, nil
 }

@@ -51,18 +51,22 @@ func buildQueries(prefix string) queries {
 		// A plain INSERT, not INSERT IGNORE, which would also turn errors
 		// other than the duplicate key into warnings (a value too long
 		// would be cut short). Arguments: id, caller, key, fingerprint,
-		// generation, locked_until, resume, created_at, expires_at.
-		insert: "INSERT INTO @keys (id, @cols) VALUES (?, ?, ?, ?, 1, 1, ?, ?, '', NULL, NULL, ?, NULL, ?, ?)",
+		// generation, locked_until, recovery point, resume, created_at,
+		// expires_at.
+		insert: "INSERT INTO @keys (id, @cols) VALUES (?, ?, ?, ?, 1, 1, ?, ?, ?, NULL, NULL, ?, NULL, ?, ?)",
 		// Replaces the expired record read, as a new one. Arguments:
-		// fingerprint, generation, locked_until, resume, created_at,
-		// expires_at, id, caller, key, the generation read, shift.
+		// fingerprint, generation, locked_until, recovery point, resume,
+		// created_at, expires_at, id, caller, key, the generation read,
+		// shift.
 		replace: "UPDATE @keys SET fingerprint = ?, status = 1, attempt = 1, generation = ?, locked_until = ?, " +
-			"recovery_point = '', recovery_data = NULL, response = NULL, resume = ?, parked = NULL, created_at = ?, expires_at = ? " +
+			"recovery_point = ?, recovery_data = NULL, response = NULL, resume = ?, parked = NULL, created_at = ?, expires_at = ? " +
 			"WHERE id = ? AND caller = ? AND `key` = ? AND generation = ? AND expires_at <= @now",
 		// Takes over the stale in-progress record read, if it still is.
-		// Arguments: locked_until, resume (NULL: keep), id, caller, key,
-		// attempt, generation, fingerprint, shift, shift.
-		takeOver: "UPDATE @keys SET attempt = attempt + 1, locked_until = ?, parked = NULL, resume = COALESCE(?, resume) " +
+		// Arguments: locked_until, resume (NULL: keep), recovery point
+		// (given only to a record without one), id, caller, key, attempt,
+		// generation, fingerprint, shift, shift.
+		takeOver: "UPDATE @keys SET attempt = attempt + 1, locked_until = ?, parked = NULL, resume = COALESCE(?, resume), " +
+			"recovery_point = IF(recovery_point = '', ?, recovery_point) " +
 			"WHERE id = ? AND caller = ? AND `key` = ? AND attempt = ? AND generation = ? AND status = 1 AND fingerprint = ? " +
 			"AND locked_until <= @now AND expires_at > @now",
 		// Arguments: id, caller, key, shift.

@@ -14,11 +14,13 @@ import (
 // then sees the conflict but the read not yet the row. One re-run sees it.
 const claimTries = 10
 
-// Claim atomically creates the record (Attempt 1, a new Generation), replaces
-// an expired one (likewise), takes over a stale in-progress record with the
-// same fingerprint (Attempt+1, Generation and recovery point kept), or reports the live record: one statement, one round
-// trip, with lease and expiry computed from the database clock. Reporting a
-// completed or busy record takes no lock and writes nothing.
+// Claim atomically creates the record (Attempt 1, a new Generation, recovery
+// point req.Point), replaces an expired one (likewise), takes over a stale
+// in-progress record with the same fingerprint (Attempt+1, Generation and
+// recovery point kept, or req.Point if it has none), or reports the live
+// record: one statement, one round trip, with lease and expiry computed from
+// the database clock. Reporting a completed or busy record takes no lock and
+// writes nothing.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idempotency.Claim{}, idempotency.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
@@ -27,7 +29,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		var claimed bool
 		rec, err := scanRecord(s.pool.QueryRow(ctx, s.q.claim,
 			[]byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint), req.Lease.Microseconds(), req.TTL.Microseconds(),
-			req.Resume, s.now()), &claimed)
+			req.Resume, s.now(), []byte(req.Point)), &claimed)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}

@@ -38,7 +38,9 @@ func buildQueries(schema string) queries {
 		// nothing (a concurrent claim won the row after the snapshot), the
 		// statement returns no row and Claim runs it again. The conflict is
 		// on the hash of caller and key; the update also requires both to
-		// match, so a row of another pair is never taken.
+		// match, so a row of another pair is never taken. $8 is the
+		// recovery point a new row starts with ('' for none), which a
+		// takeover gives a row that has none.
 		//
 		// The statement's clock (n) is read once, when the statement runs,
 		// after its snapshot was taken (clock_timestamp, not now(), which
@@ -55,7 +57,7 @@ func buildQueries(schema string) queries {
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
 	SELECT $1, $2, $3, 1, 1, nextval(__GENERATION_SEQ__),
-		n.t + $4::bigint * interval '1 microsecond', '', NULL, NULL, $6::bytea, NULL,
+		n.t + $4::bigint * interval '1 microsecond', COALESCE($8::bytea, ''), NULL, NULL, $6::bytea, NULL,
 		n.t, n.t + $5::bigint * interval '1 microsecond'
 	FROM n
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
@@ -65,7 +67,8 @@ func buildQueries(schema string) queries {
 		attempt        = CASE WHEN k.expires_at <= excluded.created_at THEN 1 ELSE k.attempt + 1 END,
 		generation     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.generation ELSE k.generation END,
 		locked_until   = excluded.locked_until,
-		recovery_point = CASE WHEN k.expires_at <= excluded.created_at THEN '' ELSE k.recovery_point END,
+		recovery_point = CASE WHEN k.expires_at <= excluded.created_at OR k.recovery_point = '' THEN excluded.recovery_point
+			ELSE k.recovery_point END,
 		recovery_data  = CASE WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.recovery_data END,
 		response       = NULL,
 		resume         = CASE WHEN excluded.resume IS NOT NULL THEN excluded.resume

@@ -87,7 +87,9 @@ end
 
 // claimScript creates, replaces, takes over or reports a record.
 // KEYS: record, exp, stalled, parked, gen.
-// ARGV: shift, caller, key, id, fingerprint, lease, ttl, has resume (0/1), resume.
+// ARGV: shift, caller, key, id, fingerprint, lease, ttl, has resume (0/1),
+// resume, the recovery point a new record starts with (empty for none; a
+// takeover gives it to a record that has none).
 // Returns the outcome (n created, t taken over, p in progress, c completed,
 // m mismatch) and the record.
 const claimScript = prelude + `
@@ -106,7 +108,8 @@ if v then
 			v[PK] = ''
 		end
 		if ARGV[8] == '1' then v[RM] = ARGV[9] end
-		redis.call('HSET', KEYS[1], 'at', v[AT], 'lu', v[LU], 'pk', '', 'rm', v[RM])
+		if v[PT] == '' then v[PT] = ARGV[10] end
+		redis.call('HSET', KEYS[1], 'at', v[AT], 'lu', v[LU], 'pk', '', 'rm', v[RM], 'pt', v[PT])
 		index(KEYS[3], v, ARGV[4])
 		return flat('t', v)
 	end
@@ -120,7 +123,7 @@ if g < now then g = now end
 redis.call('SET', KEYS[5], fmt(g))
 local resume = ''
 if ARGV[8] == '1' then resume = ARGV[9] end
-v = {ARGV[2], ARGV[3], ARGV[5], '1', '1', fmt(g), fmt(now + tonumber(ARGV[6])), '', '', '', resume, '',
+v = {ARGV[2], ARGV[3], ARGV[5], '1', '1', fmt(g), fmt(now + tonumber(ARGV[6])), ARGV[10], '', '', resume, '',
 	fmt(now), fmt(now + tonumber(ARGV[7]))}
 local fields = {}
 for i = 1, #F do
@@ -129,6 +132,7 @@ for i = 1, #F do
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('ZADD', KEYS[2], v[EX], ARGV[4])
+index(KEYS[3], v, ARGV[4])
 -- Redis drops the hash by itself a day after it expired, should no sweeper
 -- ever run; the sweeper removes it (and its index entries) before that.
 redis.call('PEXPIREAT', KEYS[1], math.ceil((now + tonumber(ARGV[7]) - tonumber(ARGV[1])) / 1000) + 86400000)

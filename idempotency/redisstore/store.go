@@ -66,9 +66,10 @@ func (s *Store) at(caller, key string) (string, shardKeys) {
 	return id, s.shards[shard]
 }
 
-// Claim atomically creates the record (Attempt 1, a new Generation),
-// replaces an expired one (likewise), takes over a stale in-progress record
-// with the same fingerprint (Attempt+1, Generation and recovery point kept),
+// Claim atomically creates the record (Attempt 1, a new Generation,
+// recovery point req.Point), replaces an expired one (likewise), takes over
+// a stale in-progress record with the same fingerprint (Attempt+1,
+// Generation and recovery point kept, or req.Point if it has none),
 // or reports the live record: one script, one round trip, with lease and
 // expiry computed from the Redis clock.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
@@ -81,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		hasResume = "1"
 	}
 	res, err := claimLua.Run(ctx, s.rdb, []string{k.record(id), k.exp, k.stalled, k.parked, k.gen},
-		s.shiftArg(), req.Caller, req.Key, id, req.Fingerprint, micros(req.Lease), micros(req.TTL), hasResume, req.Resume).Slice()
+		s.shiftArg(), req.Caller, req.Key, id, req.Fingerprint, micros(req.Lease), micros(req.TTL), hasResume, req.Resume, req.Point).Slice()
 	if err != nil {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", classify(err))
 	}

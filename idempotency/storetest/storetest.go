@@ -151,6 +151,7 @@ var cases = []struct {
 	{"MismatchNeverTakesOver", testMismatchNeverTakesOver},
 	{"TakeoverAfterLease", testTakeoverAfterLease},
 	{"TakeOverStalled", testTakeOverStalled},
+	{"ClaimWithPoint", testClaimWithPoint},
 	{"TakeOverStalledLimit", testTakeOverStalledLimit},
 	{"TakeOverStalledRace", testTakeOverStalledRace},
 	{"Park", testPark},

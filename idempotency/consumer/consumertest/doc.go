@@ -22,9 +22,9 @@
 // a Step's call to a downstream that deduplicates by the step's key, as
 // the idempotency package prescribes for effects outside the store.
 //
-// One cell is not in the matrix: a kill right after the claim of the
-// broker's last delivery, before the started mark is saved (one store
-// write later). The store has the message then but no mark, so no
-// Reconciler takes the execution over; closing that needs a claim that
-// saves the mark itself.
+// One cell is not in the matrix: a kill before the claim of the broker's
+// last delivery, when nothing reached the store and the broker drops or
+// dead-letters the message. A kill right after that claim is: the claim
+// stores the message with the started mark in one store operation
+// (idempotency.Request.StartedAtClaim), so a Reconciler finishes it.
 package consumertest
