@@ -72,11 +72,12 @@ func (sv Servers) pgbenchScript(ctx context.Context, schema string) (string, err
 	bytea := func(b []byte) string { return fmt.Sprintf(`'\x%x'::bytea`, b) }
 	key := `convert_to(:client_id || '-' || :k, 'UTF8')`
 	// The statements' parameters (see pgstore's queries): claim caller,
-	// key, fingerprint, lease and TTL in microseconds, resume, time shift;
-	// complete caller, key, attempt, response, generation, time shift.
+	// key, fingerprint, lease and TTL in microseconds, resume, time shift,
+	// the recovery point a new record starts with; complete caller, key,
+	// attempt, response, generation, time shift.
 	claim, err := bind(claimSQL, bytea(nil), key, bytea([]byte(limitFingerprint)),
 		strconv.FormatInt(idempotency.DefaultLease.Microseconds(), 10),
-		strconv.FormatInt(idempotency.DefaultTTL.Microseconds(), 10), "NULL::bytea", "0")
+		strconv.FormatInt(idempotency.DefaultTTL.Microseconds(), 10), "NULL::bytea", "0", "NULL::bytea")
 	if err != nil {
 		return "", fmt.Errorf("the claim statement: %w", err)
 	}
