@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -64,27 +66,49 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 // store already owns it. It reports whether the store owns it: completed,
 // parked, or held by an execution that a Reconciler resumes if it stalls.
 func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason error) (bool, error) {
-	_, err := c.cfg.Runner.Do(ctx, req, func(context.Context, *idempotency.Execution) ([]byte, error) {
-		return nil, idempotency.Park(reason)
-	})
-	var ip *idempotency.InProgressError
-	switch {
-	case errors.Is(err, idempotency.ErrParked):
-		c.stats.parked.Add(1)
-		return true, nil
-	case err == nil:
-		// Completed before: this delivery is a duplicate.
-		c.stats.duplicates.Add(1)
-		return true, nil
-	case errors.As(err, &ip):
-		rec, gerr := c.cfg.Runner.Store().Get(ctx, req.Caller, req.Key)
-		if gerr != nil {
-			return false, errors.Join(err, gerr)
+	for tries := 1; ; tries++ {
+		_, err := c.cfg.Runner.Do(ctx, req, func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return nil, idempotency.Park(reason)
+		})
+		var ip *idempotency.InProgressError
+		switch {
+		case errors.Is(err, idempotency.ErrParked):
+			c.stats.parked.Add(1)
+			return true, nil
+		case err == nil:
+			// Completed before: this delivery is a duplicate.
+			c.stats.duplicates.Add(1)
+			return true, nil
+		case errors.As(err, &ip):
+			rec, gerr := c.cfg.Runner.Store().Get(ctx, req.Caller, req.Key)
+			if gerr != nil {
+				return false, errors.Join(err, gerr)
+			}
+			if abandoned(c.cfg.Clock, rec) && tries < abandonedTries && c.wait(ctx, abandonedWait) {
+				// This consumer's own last run failed a moment ago and
+				// left the key to be taken over at once: park it.
+				continue
+			}
+			return rec.State == idempotency.StateCompleted || rec.Parked != "" ||
+				(rec.RecoveryPoint != "" && len(rec.Resume) > 0), err
 		}
-		return rec.State == idempotency.StateCompleted || rec.Parked != "" ||
-			(rec.RecoveryPoint != "" && len(rec.Resume) > 0), err
+		return false, err
 	}
-	return false, err
+}
+
+// abandonedWait and abandonedTries bound how long inbox waits for the
+// lease of an execution that failed a moment ago to run out.
+const (
+	abandonedWait  = time.Millisecond
+	abandonedTries = 4
+)
+
+// abandoned reports whether rec is an execution in progress whose lease
+// runs out within abandonedWait: one that failed and was left to be taken
+// over at once (its lease cut short).
+func abandoned(clk clock.Clock, rec idempotency.Record) bool {
+	return rec.State == idempotency.StateInProgress && rec.Parked == "" &&
+		clk.Until(rec.LockedUntil) < abandonedWait
 }
 
 // wait waits for d on the consumer's clock, and reports false when ctx
