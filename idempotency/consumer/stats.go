@@ -29,6 +29,10 @@ type Stats struct {
 	// Outages counts the times the consumer saw a dependency go down and
 	// paused fetching.
 	Outages uint64
+	// Reconnects counts the times the consumer's broker adapter restored
+	// its subscription after its connection or channel was lost (see the
+	// adapters' documentation); the core itself leaves it at 0.
+	Reconnects uint64
 }
 
 type counters struct {
