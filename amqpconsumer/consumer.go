@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -46,22 +48,46 @@ func WithConsumerTag(tag string) Option {
 }
 
 // Consumer handles the messages of a RabbitMQ queue with exactly-once
-// effect. Its Stats, ListParked and RetryParked are those of the
-// consumer.Consumer it wraps.
+// effect. Its ListParked and RetryParked are those of the
+// consumer.Consumer it wraps; its Stats add the reconnects.
 type Consumer struct {
 	*consumer.Consumer
-	conn  *amqp.Connection
-	queue string
-	set   settings
-	pre   int
-	grace time.Duration
+	conn       *amqp.Connection // New's; nil for a Conn's consumer
+	dialer     *Conn            // Conn.NewConsumer's; nil for New's
+	queue      string
+	set        settings
+	tag        string
+	pre        int
+	grace      time.Duration
+	log        *slog.Logger
+	reconnects atomic.Uint64
 }
 
 // New returns a Consumer of queue on conn. In cfg, Name defaults to the
 // queue's name; the Handler's Message.Raw is the *amqp.Delivery, and its
-// Subject the routing key.
+// Subject the routing key. A Consumer made by New does not reconnect:
+// when its channel or conn closes, Run returns (see Run); a Conn's
+// consumer (Conn.NewConsumer) rides through.
 func New(conn *amqp.Connection, queue string, cfg consumer.Config, opts ...Option) (*Consumer, error) {
-	if conn == nil || queue == "" {
+	if conn == nil {
+		return nil, errors.New("amqpconsumer: New needs a connection and a queue")
+	}
+	return newConsumer(conn, nil, queue, cfg, opts)
+}
+
+// NewConsumer returns a Consumer of queue on c that reconnects: when its
+// channel or the connection is lost, Run waits for c to connect again,
+// opens a channel, runs the setup (WithSetup), sets the prefetch and
+// consumes the queue again, and goes on. cfg and opts are as for New.
+func (c *Conn) NewConsumer(queue string, cfg consumer.Config, opts ...Option) (*Consumer, error) {
+	if c == nil {
+		return nil, errors.New("amqpconsumer: NewConsumer needs a Conn")
+	}
+	return newConsumer(nil, c, queue, cfg, opts)
+}
+
+func newConsumer(conn *amqp.Connection, dialer *Conn, queue string, cfg consumer.Config, opts []Option) (*Consumer, error) {
+	if queue == "" {
 		return nil, errors.New("amqpconsumer: New needs a connection and a queue")
 	}
 	var set settings
@@ -84,66 +110,75 @@ func New(conn *amqp.Connection, queue string, cfg consumer.Config, opts ...Optio
 	if grace <= 0 {
 		grace = consumer.DefaultStopGrace
 	}
-	return &Consumer{Consumer: core, conn: conn, queue: queue, set: set, pre: cfg.MaxInFlight, grace: grace}, nil
+	tag := set.tag
+	if tag == "" {
+		tag = consumerTag()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Consumer{Consumer: core, conn: conn, dialer: dialer, queue: queue, set: set, tag: tag,
+		pre: cfg.MaxInFlight, grace: grace, log: log}, nil
+}
+
+// Stats returns the counts of the consumer.Consumer, with Reconnects: the
+// times Run consumed the queue again after its channel was lost.
+func (c *Consumer) Stats() consumer.Stats {
+	s := c.Consumer.Stats()
+	s.Reconnects = c.reconnects.Load()
+	return s
 }
 
 // Run opens a channel, consumes the queue with a prefetch of
 // consumer.Config.MaxInFlight and handles its messages until ctx ends or
-// the consumer cannot go on (see consumer.Consumer.Run): the channel or
-// the connection closed, a message without a key. amqp091-go does not
-// reconnect: once Run has returned, make a new Consumer of the same name
-// on a new connection and run it (it takes over the name's registration
-// with the Runner; see consumer.New).
+// the consumer cannot go on (see consumer.Consumer.Run): a message
+// without a key; the broker refusing the consumption (the queue does not
+// exist, say); for a Consumer made by New, its channel or connection
+// closing. amqp091-go does not reconnect: once a New Consumer's Run has
+// returned, make a new Consumer of the same name on a new connection and
+// run it (it takes over the name's registration with the Runner; see
+// consumer.New), or use a Conn, whose consumers ride through. The
+// deliveries of a lost channel that were not acked are requeued by the
+// broker and come again, to be replayed from the store (acked without
+// running) or run again where they had not completed.
 func (c *Consumer) Run(ctx context.Context) error {
-	ch, err := c.conn.Channel()
-	if err != nil {
-		return fmt.Errorf("amqpconsumer: open a channel: %w", err)
+	o := &opener{c: c}
+	if _, err := o.open(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
 	}
-	defer ch.Close()
-	if err := ch.Qos(c.pre, 0, false); err != nil {
-		return fmt.Errorf("amqpconsumer: set the prefetch: %w", err)
-	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	tag := c.set.tag
-	if tag == "" {
-		tag = consumerTag()
-	}
-	deliveries, err := ch.Consume(c.queue, tag, false, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("amqpconsumer: consume %s: %w", c.queue, err)
-	}
-	// Once stopping, the broker delivers nothing more here: what the
-	// consumer gives back goes to another consumer, not into this
-	// channel's buffer, to be given back again at a delivery's cost.
-	var (
-		once      sync.Once
-		cancelErr error
-	)
-	cancelConsume := func() {
-		once.Do(func() { cancelErr = ch.Cancel(tag, false) })
-	}
+	defer o.close()
 	// The broker's deliveries stop before the consumer does (and gives
 	// back what it holds), or a message given back might come again to
-	// this consumer, cancelled, and be lost with its delivery.
+	// this consumer, cancelled, and be lost with its delivery. Once
+	// stopping, the broker delivers nothing more here: what the consumer
+	// gives back goes to another consumer, not into this channel's buffer,
+	// to be given back again at a delivery's cost.
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
+	var last *subscription
+	var stopOnce sync.Once
+	stopSub := func() { stopOnce.Do(func() { last = o.stop() }) }
 	stopping := context.AfterFunc(ctx, func() {
-		cancelConsume()
+		stopSub()
 		stop()
 	})
 	defer stopping()
-	err = c.Consumer.Run(run, &source{c: c, deliveries: deliveries, closed: closed})
+	err := c.Consumer.Run(run, &source{c: c, o: o})
 	if ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	// Settle those that came after the last fetch: given back, or, a last
 	// delivery, handed to the store (consumer.Consumer.Decline).
 	stopping()
-	cancelConsume()
-	if cancelErr == nil {
+	stopSub()
+	if last != nil {
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
 		defer cancel()
-		for d := range deliveries {
+		for d := range last.deliveries {
 			c.Decline(gctx, &delivery{d: d, set: &c.set})
 		}
 	}
@@ -157,17 +192,25 @@ func consumerTag() string {
 	return "amqpconsumer-" + hex.EncodeToString(b)
 }
 
-// source takes deliveries from a channel's consumer.
+// source takes deliveries from the consumer's subscription, and opens
+// it again after a loss when the consumer has a Conn.
 type source struct {
-	c          *Consumer
-	deliveries <-chan amqp.Delivery
-	closed     <-chan *amqp.Error
+	c *Consumer
+	o *opener
 }
 
 // Fetch implements consumer.Source: it waits for one delivery, then takes
-// those already there, up to n.
+// those already there, up to n. When the subscription's channel is lost,
+// a Conn's consumer opens another and waits on it; New's returns the
+// error.
 func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Delivery)) error {
-	for i := 0; i < n; i++ {
+	for i := 0; i < n; {
+		s.o.mu.Lock()
+		sub := s.o.current
+		s.o.mu.Unlock()
+		if sub == nil {
+			return ctx.Err()
+		}
 		var (
 			d  amqp.Delivery
 			ok bool
@@ -176,30 +219,48 @@ func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Deliver
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case d, ok = <-s.deliveries:
+			case d, ok = <-sub.deliveries:
 			}
 		} else {
 			select {
-			case d, ok = <-s.deliveries:
+			case d, ok = <-sub.deliveries:
 			default:
 				return nil
 			}
 		}
-		if !ok {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			err := errors.New("the channel closed")
-			select {
-			case e := <-s.closed:
-				if e != nil {
-					err = fmt.Errorf("the channel closed: %w", e)
-				}
-			default:
-			}
-			return fmt.Errorf("amqpconsumer: %w", err)
+		if ok {
+			deliver(&delivery{d: d, set: &s.c.set})
+			i++
+			continue
 		}
-		deliver(&delivery{d: d, set: &s.c.set})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		lost := sub.lostErr()
+		if s.c.dialer == nil {
+			return lost
+		}
+		if i > 0 {
+			return nil // the next Fetch opens the next subscription
+		}
+		if err := s.reopen(ctx, sub, lost); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// reopen replaces the lost subscription sub with a new one.
+func (s *source) reopen(ctx context.Context, sub *subscription, lost error) error {
+	s.c.log.Warn("amqpconsumer: the channel was lost; consuming again",
+		slog.String("queue", s.c.queue), slog.Any("error", lost))
+	_ = sub.ch.Close()
+	if _, err := s.o.open(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	s.c.reconnects.Add(1)
 	return nil
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	retry "github.com/exactlyonce/retry"
 )
 
 // ErrUnroutable is matched by Publish's error when no queue took the message.
@@ -18,37 +21,106 @@ var ErrNacked = errors.New("amqpconsumer: the broker did not confirm the message
 // Publisher publishes persistent messages with publisher confirms, one at
 // a time, to an exchange. It is safe for concurrent use.
 type Publisher struct {
-	ch       *amqp.Channel
 	exchange string
-	returns  chan amqp.Return
+	dialer   *Conn // nil for NewPublisher's, which has its one channel
 
-	mu sync.Mutex
+	mu      sync.Mutex
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	resent  atomic.Uint64
 }
 
 // NewPublisher puts ch in confirm mode and returns a Publisher to exchange
 // ("" for the default exchange, whose routing keys are queue names). ch is
-// the Publisher's alone from then on.
+// the Publisher's alone from then on. Once ch is closed, Publish fails;
+// a Conn's publisher (Conn.NewPublisher) opens another.
 func NewPublisher(ch *amqp.Channel, exchange string) (*Publisher, error) {
-	if err := ch.Confirm(false); err != nil {
-		return nil, fmt.Errorf("amqpconsumer: confirm mode: %w", err)
+	p := &Publisher{exchange: exchange}
+	if err := p.use(ch); err != nil {
+		return nil, err
 	}
-	p := &Publisher{ch: ch, exchange: exchange, returns: make(chan amqp.Return, 16)}
-	ch.NotifyReturn(p.returns)
 	return p, nil
+}
+
+// NewPublisher returns a Publisher to exchange on c that reconnects: a
+// publish whose channel or connection is lost before the broker confirmed
+// it is published again, on a new channel once c has connected again
+// (the setup given with WithSetup run on it), until it is confirmed or
+// Publish's context ends. A message so re-sent may be kept twice by the
+// broker (the first copy may have reached the queue before the loss):
+// its consumer, keyed by the message_id, runs it once. It opens its
+// channel at the first Publish.
+func (c *Conn) NewPublisher(exchange string) (*Publisher, error) {
+	if c == nil {
+		return nil, errors.New("amqpconsumer: NewPublisher needs a Conn")
+	}
+	return &Publisher{exchange: exchange, dialer: c}, nil
+}
+
+// Resent returns how many publishes were sent again after their channel
+// was lost before the broker confirmed them.
+func (p *Publisher) Resent() uint64 { return p.resent.Load() }
+
+// use puts ch in confirm mode and publishes on it from now on.
+func (p *Publisher) use(ch *amqp.Channel) error {
+	if err := ch.Confirm(false); err != nil {
+		return fmt.Errorf("amqpconsumer: confirm mode: %w", err)
+	}
+	p.ch = ch
+	p.returns = ch.NotifyReturn(make(chan amqp.Return, 16))
+	return nil
 }
 
 // Publish publishes body to routingKey, persistent, mandatory, with its
 // message_id set to id, and waits until the broker confirms it (or ctx
 // ends): a nil error means a queue took it. It is the Deliver of an
 // outbox relay: the row's id is the message's id, the same on every
-// publish, and the consumer's key.
+// publish, and the consumer's key. On a Conn's publisher it rides through
+// a lost connection (see Conn.NewPublisher).
 func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, routingKey, true, false, amqp.Publishing{
+	if p.dialer == nil {
+		return p.publish(ctx, id, routingKey, body)
+	}
+	sent := false
+	return retryDo(ctx, p.dialer, func(ctx context.Context) error {
+		if p.ch == nil || p.ch.IsClosed() {
+			ch, err := p.dialer.channel(ctx)
+			if err != nil {
+				return err
+			}
+			if err := p.use(ch); err != nil {
+				_ = ch.Close()
+				return err
+			}
+		}
+		if sent {
+			p.resent.Add(1)
+		}
+		sent = true
+		err := p.publish(ctx, id, routingKey, body)
+		if err != nil && !errors.Is(err, errLost) {
+			return retry.Permanent(err)
+		}
+		return err
+	})
+}
+
+// errLost is matched by publish's error when the channel was lost before
+// the broker confirmed the message.
+var errLost = errors.New("amqpconsumer: the channel was lost before the broker confirmed the message")
+
+// publish publishes once on the Publisher's channel.
+func (p *Publisher) publish(ctx context.Context, id, routingKey string, body []byte) error {
+	ch := p.ch
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, routingKey, true, false, amqp.Publishing{
 		MessageId: id, DeliveryMode: amqp.Persistent, Body: body,
 	})
 	if err != nil {
+		if connectionLost(err) {
+			err = fmt.Errorf("%w: %w", errLost, err)
+		}
 		return fmt.Errorf("amqpconsumer: publish %s: %w", id, err)
 	}
 	acked, err := dc.WaitContext(ctx)
@@ -68,6 +140,10 @@ func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []b
 		break
 	}
 	if !acked {
+		if ch.IsClosed() {
+			// amqp091-go nacks the confirms outstanding on a closed channel.
+			return fmt.Errorf("amqpconsumer: publish %s: %w", id, errLost)
+		}
 		return fmt.Errorf("%w: %s", ErrNacked, id)
 	}
 	return nil

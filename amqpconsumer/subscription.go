@@ -1,0 +1,130 @@
+package amqpconsumer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// subscription is a channel consuming the queue.
+type subscription struct {
+	ch         *amqp.Channel
+	tag        string
+	deliveries <-chan amqp.Delivery
+	closed     <-chan *amqp.Error
+
+	once      sync.Once
+	cancelErr error
+}
+
+// subscribe consumes queue on ch with a prefetch of prefetch.
+func subscribe(ch *amqp.Channel, queue, tag string, prefetch int) (*subscription, error) {
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		return nil, fmt.Errorf("amqpconsumer: set the prefetch: %w", err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("amqpconsumer: consume %s: %w", queue, err)
+	}
+	return &subscription{ch: ch, tag: tag, deliveries: deliveries, closed: closed}, nil
+}
+
+// cancel ends the consumption (basic.cancel), once, and reports whether
+// the broker took it: its deliveries channel then closes after the last
+// delivery the broker had sent.
+func (s *subscription) cancel() bool {
+	s.once.Do(func() { s.cancelErr = s.ch.Cancel(s.tag, false) })
+	return s.cancelErr == nil
+}
+
+// lostErr returns why the subscription's deliveries ended.
+func (s *subscription) lostErr() error {
+	select {
+	case e := <-s.closed:
+		if e != nil {
+			return fmt.Errorf("amqpconsumer: the channel closed: %w", e)
+		}
+	default:
+	}
+	return fmt.Errorf("amqpconsumer: the channel closed: %w", amqp.ErrClosed)
+}
+
+// opener opens the subscriptions of a Consumer: the first, and, on a
+// Conn, the next ones after a loss.
+type opener struct {
+	c *Consumer
+
+	mu      sync.Mutex
+	current *subscription
+	stopped bool
+}
+
+// open opens a subscription: on the Consumer's connection, once; on its
+// Conn, until one opens or ctx ends (the Conn's dial and backoff, see
+// Conn). It fails once stop was called.
+func (o *opener) open(ctx context.Context) (*subscription, error) {
+	c := o.c
+	var sub *subscription
+	var err error
+	if c.dialer == nil {
+		sub, err = o.openOn(c.conn.Channel)
+	} else {
+		err = retryDo(ctx, c.dialer, func(ctx context.Context) error {
+			sub, err = o.openOn(func() (*amqp.Channel, error) { return c.dialer.channel(ctx) })
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopped {
+		_ = sub.ch.Close()
+		return nil, context.Canceled
+	}
+	o.current = sub
+	return sub, nil
+}
+
+// openOn opens a channel with open and subscribes on it.
+func (o *opener) openOn(open func() (*amqp.Channel, error)) (*subscription, error) {
+	ch, err := open()
+	if err != nil {
+		return nil, err
+	}
+	sub, err := subscribe(ch, o.c.queue, o.c.tag, o.c.pre)
+	if err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	return sub, nil
+}
+
+// stop opens no more subscriptions and cancels the current one; it
+// returns the current one if the broker took the cancel, to settle what
+// it still delivers.
+func (o *opener) stop() *subscription {
+	o.mu.Lock()
+	o.stopped = true
+	sub := o.current
+	o.mu.Unlock()
+	if sub != nil && sub.cancel() {
+		return sub
+	}
+	return nil
+}
+
+// close closes the current subscription's channel.
+func (o *opener) close() {
+	o.mu.Lock()
+	sub := o.current
+	o.current = nil
+	o.mu.Unlock()
+	if sub != nil {
+		_ = sub.ch.Close()
+	}
+}
