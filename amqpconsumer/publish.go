@@ -128,16 +128,20 @@ func (p *Publisher) publish(ctx context.Context, id, routingKey string, body []b
 		return fmt.Errorf("amqpconsumer: publish %s: %w", id, err)
 	}
 	// The broker sends a return before the confirm of the same message.
+	// amqp091-go closes the returns channel with the channel.
+returns:
 	for {
 		select {
-		case r := <-p.returns:
+		case r, ok := <-p.returns:
+			if !ok {
+				break returns
+			}
 			if r.MessageId == id {
 				return fmt.Errorf("%w: %s to %q: %s", ErrUnroutable, id, routingKey, r.ReplyText)
 			}
-			continue
 		default:
+			break returns
 		}
-		break
 	}
 	if !acked {
 		if ch.IsClosed() {

@@ -23,7 +23,9 @@ type Proxy struct {
 	links    map[*link]struct{}
 	held     bool
 	refusing bool
+	heldUp   int // bytes from clients waiting while held
 	accepted int
+	refused  int
 	cuts     int
 	closed   bool
 	wg       sync.WaitGroup
@@ -60,6 +62,14 @@ func (p *Proxy) Accepted() int {
 	return p.accepted
 }
 
+// Refused returns how many connections the proxy closed at once because
+// it was refusing them (see Refuse).
+func (p *Proxy) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
 // Cuts returns how many times Cut dropped at least one connection.
 func (p *Proxy) Cuts() int {
 	p.mu.Lock()
@@ -78,6 +88,15 @@ func (p *Proxy) Open() int {
 // sent meanwhile waits in the proxy, delivered by Release or dropped by
 // Cut.
 func (p *Proxy) Hold() { p.setHeld(true) }
+
+// HeldBytes returns how many bytes that clients sent wait in the proxy
+// while it holds: a test knows so that a client's frame (a publish, an
+// ack) was sent and is held, to be dropped by Cut.
+func (p *Proxy) HeldBytes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldUp
+}
 
 // Release forwards again what Hold kept, and what follows.
 func (p *Proxy) Release() { p.setHeld(false) }
@@ -151,6 +170,9 @@ func (p *Proxy) accept() {
 		}
 		p.mu.Lock()
 		refuse := p.refusing || p.closed
+		if p.refusing {
+			p.refused++
+		}
 		p.mu.Unlock()
 		if refuse {
 			_ = c.Close()
@@ -173,19 +195,20 @@ func (p *Proxy) accept() {
 		p.accepted++
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(l, c, s)
-		go p.pipe(l, s, c)
+		go p.pipe(l, c, s, true)
+		go p.pipe(l, s, c, false)
 	}
 }
 
 // pipe copies src to dst, waiting while the proxy holds, until either end
 // fails or l is cut; then it cuts l.
-func (p *Proxy) pipe(l *link, src, dst net.Conn) {
+// up says that src is the client.
+func (p *Proxy) pipe(l *link, src, dst net.Conn, up bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && (!p.waitForward(l) || write(dst, buf[:n]) != nil) {
+		if n > 0 && (!p.waitForward(l, n, up) || write(dst, buf[:n]) != nil) {
 			err = io.ErrClosedPipe
 		}
 		if err != nil {
@@ -198,11 +221,19 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 	}
 }
 
-// waitForward waits while the proxy holds, and reports whether l may
-// forward (it was not cut meanwhile).
-func (p *Proxy) waitForward(l *link) bool {
+// waitForward waits while the proxy holds n bytes read on l (from the
+// client when up), and reports whether l may forward them (it was not cut
+// meanwhile).
+func (p *Proxy) waitForward(l *link, n int, up bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.held || l.cut {
+		return !l.cut
+	}
+	if up {
+		p.heldUp += n
+		defer func() { p.heldUp -= n }()
+	}
 	for p.held && !l.cut {
 		p.changed.Wait()
 	}

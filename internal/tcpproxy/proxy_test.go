@@ -79,6 +79,8 @@ func TestProxyForwardsHoldsAndCuts(t *testing.T) {
 	p.Hold()
 	_, err = c.Write([]byte("two\n"))
 	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.HeldBytes() == 4 }, 10*time.Second, time.Millisecond,
+		"the proxy holds the line sent")
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
 	_, err = r.ReadString('\n')
 	require.Error(t, err, "nothing comes back while the proxy holds")
@@ -111,6 +113,7 @@ func TestProxyRefuses(t *testing.T) {
 	defer c.Close()
 	_, err = roundTrip(c, bufio.NewReader(c), "x")
 	require.Error(t, err, "a refused connection is closed")
+	assert.Equal(t, 1, p.Refused())
 	p.Refuse(false)
 	c2, err := net.Dial("tcp", p.Addr())
 	require.NoError(t, err)

@@ -1,0 +1,240 @@
+package amqpconsumer_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/internal/tcpproxy"
+)
+
+// viaProxy starts a proxy to the tests' RabbitMQ, closed at the end of the
+// test, and returns it with the URL that reaches the broker through it.
+func viaProxy(t *testing.T) (*tcpproxy.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(amqpURL())
+	require.NoError(t, err)
+	p, err := tcpproxy.New(u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	u.Host = p.Addr()
+	return p, u.String()
+}
+
+// dial returns a Conn to rawURL with quick redials and a quiet logger,
+// closed at the end of the test.
+func dial(t *testing.T, rawURL string, opts ...amqpconsumer.ConnOption) *amqpconsumer.Conn {
+	t.Helper()
+	opts = append([]amqpconsumer.ConnOption{
+		amqpconsumer.WithRedialBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
+		amqpconsumer.WithConnLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	}, opts...)
+	c, err := amqpconsumer.Dial(rawURL, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// requireOnce checks that each of the n messages had its effect once.
+func requireOnce(t *testing.T, fx *effects, n int) {
+	t.Helper()
+	all, distinct := fx.total()
+	assert.Equal(t, n, distinct, "every message had its effect")
+	assert.Equal(t, n, all, "no message had its effect twice")
+	for i := range n {
+		assert.Equal(t, 1, fx.count(keyOf(i)), keyOf(i))
+	}
+}
+
+// A Conn's consumer whose connection is cut while a handler runs consumes
+// again on a new connection; the delivery whose channel died is
+// redelivered and not run again: every effect once, none lost.
+func TestConnConsumerCutMidHandler(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	ch := channel(t, setup)
+	proxy, via := viaProxy(t)
+	conn := dial(t, via)
+	const n = 20
+	for i := range n {
+		publish(t, ch, queue, keyOf(i), bodyOf(i))
+	}
+	var fx effects
+	inHandler, cut := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		if m.Key == keyOf(3) {
+			once.Do(func() {
+				close(inHandler)
+				<-cut
+			})
+		}
+		fx.add(m.Key)
+		return nil
+	}), amqpconsumer.WithDeliveryLimit(5))
+	require.NoError(t, err)
+	start(t, c)
+	<-inHandler
+	require.Positive(t, proxy.Cut(), "the consumer's connection is cut")
+	close(cut)
+	eventually(t, "every message handled", func() bool {
+		_, distinct := fx.total()
+		return distinct == n && count(t, setup, queue) == 0
+	})
+	requireOnce(t, &fx, n)
+	assert.GreaterOrEqual(t, c.Stats().Reconnects, uint64(1), "the consumer counts its reconnect")
+	assert.GreaterOrEqual(t, conn.Redials(), uint64(1))
+}
+
+// An ack lost with its connection (the handler's outcome stored, the ack
+// sent but never at the broker) is followed by a redelivery that the
+// store replays: acked without running.
+func TestConnConsumerCutMidAck(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	ch := channel(t, setup)
+	proxy, via := viaProxy(t)
+	conn := dial(t, via)
+	const n = 10
+	for i := range n {
+		publish(t, ch, queue, keyOf(i), bodyOf(i))
+	}
+	var fx effects
+	var once sync.Once
+	held := make(chan struct{})
+	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		fx.add(m.Key)
+		if m.Key == keyOf(5) {
+			// What the consumer sends from now on (this delivery's ack)
+			// waits in the proxy.
+			once.Do(func() {
+				proxy.Hold()
+				close(held)
+			})
+		}
+		return nil
+	})
+	cfg.MaxInFlight = 1 // nothing but the ack is sent while held
+	c, err := conn.NewConsumer(queue, cfg, amqpconsumer.WithDeliveryLimit(5))
+	require.NoError(t, err)
+	start(t, c)
+	<-held
+	eventually(t, "the ack is sent, and held", func() bool { return proxy.HeldBytes() >= ackFrameSize })
+	require.Positive(t, proxy.Cut())
+	eventually(t, "every message handled", func() bool {
+		_, distinct := fx.total()
+		return distinct == n && count(t, setup, queue) == 0 && c.Stats().Duplicates >= 1
+	})
+	requireOnce(t, &fx, n)
+	st := c.Stats()
+	assert.GreaterOrEqual(t, st.Duplicates, uint64(1), "the redelivery of the message whose ack was lost is replayed")
+	assert.GreaterOrEqual(t, st.Reconnects, uint64(1))
+}
+
+// ackFrameSize is the size of a basic.ack frame: a heartbeat (8 bytes) is
+// smaller.
+const ackFrameSize = 21
+
+// A publish whose connection is cut before the broker confirmed it is
+// published again on a new connection, and confirmed.
+func TestConnPublisherCutMidPublish(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	proxy, via := viaProxy(t)
+	conn := dial(t, via)
+	pub, err := conn.NewPublisher("")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, pub.Publish(ctx, keyOf(0), queue, []byte(bodyOf(0))), "the channel opens at the first publish")
+	proxy.Hold()
+	body := make([]byte, 2048)
+	done := make(chan error, 1)
+	go func() { done <- pub.Publish(ctx, keyOf(1), queue, body) }()
+	eventually(t, "the publish is sent, and held", func() bool { return proxy.HeldBytes() >= len(body) })
+	require.Positive(t, proxy.Cut())
+	require.NoError(t, <-done, "the publish is sent again and confirmed")
+	assert.Equal(t, uint64(1), pub.Resent())
+	eventually(t, "both messages in the queue", func() bool { return count(t, setup, queue) == 2 })
+}
+
+// Under publishes and consumption on one Conn, its connection cut again and
+// again, and refused for a while: every message published is confirmed and
+// has its effect once.
+func TestConnCutsUnderLoad(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 20)
+	proxy, via := viaProxy(t)
+	conn := dial(t, via)
+	pub, err := conn.NewPublisher("")
+	require.NoError(t, err)
+	var fx effects
+	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		fx.add(m.Key)
+		return nil
+	}), amqpconsumer.WithDeliveryLimit(20))
+	require.NoError(t, err)
+	start(t, c)
+	const n = 300
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range n {
+		switch i {
+		case 75, 225:
+			proxy.Cut()
+		case 150:
+			proxy.Refuse(true)
+			proxy.Cut()
+			eventually(t, "the Conn redials while refused", func() bool { return proxy.Refused() >= 2 })
+			proxy.Refuse(false)
+		}
+		require.NoError(t, pub.Publish(ctx, keyOf(i), queue, []byte(fmt.Sprint(i))), keyOf(i))
+	}
+	eventually(t, "every message handled", func() bool {
+		_, distinct := fx.total()
+		return distinct == n && count(t, setup, queue) == 0
+	})
+	requireOnce(t, &fx, n)
+	assert.GreaterOrEqual(t, c.Stats().Reconnects, uint64(3), "one reconnect per cut")
+	assert.GreaterOrEqual(t, conn.Redials(), uint64(3))
+}
+
+// A Publisher on a channel of its own (NewPublisher) whose connection is
+// lost before the broker confirmed a publish returns an error at once.
+func TestChannelPublisherCutMidPublishFails(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	proxy, via := viaProxy(t)
+	conn, err := amqp.Dial(via)
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	pub, err := amqpconsumer.NewPublisher(ch, "")
+	require.NoError(t, err)
+	proxy.Hold()
+	body := make([]byte, 2048)
+	done := make(chan error, 1)
+	go func() { done <- pub.Publish(context.Background(), keyOf(1), queue, body) }()
+	eventually(t, "the publish is sent, and held", func() bool { return proxy.HeldBytes() >= len(body) })
+	require.Positive(t, proxy.Cut())
+	select {
+	case err := <-done:
+		require.Error(t, err, "the publish was not confirmed")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Publish did not return within 30 s of its connection's loss")
+	}
+}
