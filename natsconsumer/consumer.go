@@ -29,13 +29,16 @@ const fetchRetry = 250 * time.Millisecond
 type Consumer struct {
 	*consumer.Consumer
 	src *source
+
+	nc               *nats.Conn // WithConn's
+	reconnectsBefore uint64
 }
 
 // New returns a Consumer of cons, a pull consumer with explicit acks. In
 // cfg, Name defaults to the stream and the consumer's name
 // ("ORDERS/ship"), and KeepAlive to a third of cons's AckWait; the
 // Handler's Message.Raw is the jetstream.Msg.
-func New(cons jetstream.Consumer, cfg consumer.Config) (*Consumer, error) {
+func New(cons jetstream.Consumer, cfg consumer.Config, opts ...Option) (*Consumer, error) {
 	info := cons.CachedInfo()
 	if info == nil {
 		return nil, errors.New("natsconsumer: the consumer has no info")
@@ -57,7 +60,13 @@ func New(cons jetstream.Consumer, cfg consumer.Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsconsumer: %w", err)
 	}
-	return &Consumer{Consumer: core, src: &source{cons: cons, maxDeliver: info.Config.MaxDeliver}}, nil
+	c := &Consumer{Consumer: core, src: &source{cons: cons, maxDeliver: info.Config.MaxDeliver}}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c, nil
 }
 
 // Run handles messages until ctx ends or the consumer cannot go on (see
