@@ -25,7 +25,7 @@ type broker interface {
 	// broker to have them.
 	publish(ctx context.Context, msgs []message) error
 	// ours connects inst and makes our consumer with cfg.
-	ours(ctx context.Context, inst *instance, cfg consumer.Config) (*consumer.Consumer, func(context.Context) error, error)
+	ours(ctx context.Context, inst *instance, cfg consumer.Config) (statser, func(context.Context) error, error)
 	// simple connects inst and makes a plain or mark-before consumer.
 	simple(ctx context.Context, inst *instance, markBefore bool) (func(context.Context) error, error)
 	// pending returns how many messages the broker holds for the consumer
@@ -35,6 +35,9 @@ type broker interface {
 	// at its delivery limit, or the consumer terminated.
 	deadLettered(ctx context.Context) (map[string]bool, error)
 }
+
+// statser is our consumer, as the scenario watches it.
+type statser interface{ Stats() consumer.Stats }
 
 // quietLogger discards the consumers' logs (the faults are on purpose).
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -28,6 +28,9 @@ type config struct {
 	Broker string
 	// NATS and AMQP are the brokers' URLs.
 	NATS, AMQP string
+	// Cut has our consumers reach their broker through a proxy that drops
+	// every connection a few times mid-run (see cutter).
+	Cut bool
 }
 
 // Limits and names of the flags.
@@ -81,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "our consumers' idempotency store: memory or postgres")
 	fs.StringVar(&cfg.DSN, "dsn", cfg.DSN, "PostgreSQL connection string for -store=postgres (default from EXACTLYONCE_PG_DSN)")
 	fs.StringVar(&cfg.Broker, "broker", cfg.Broker, "brokers to run: all, nats or rabbitmq")
+	fs.BoolVar(&cfg.Cut, "cut", cfg.Cut, fmt.Sprintf("run our consumers only, reaching their broker through a proxy that drops every connection %d times mid-run", cutsPerRun))
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d orders unless -n is given", shortOrders))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

@@ -32,6 +32,9 @@ type instance struct {
 
 // dial dials for the broker client, keeping the connection to cut it.
 func (i *instance) dial(network, addr string) (net.Conn, error) {
+	if i.s.cut != nil {
+		addr = i.s.cut.addr() // -cut: through the proxy
+	}
 	c, err := net.Dial(network, addr)
 	if err != nil {
 		return nil, err

@@ -114,17 +114,21 @@ func (b *natsBroker) publish(ctx context.Context, msgs []message) error {
 }
 
 // connect connects inst, through its dialer.
-func (b *natsBroker) connect(ctx context.Context, inst *instance) (jetstream.Consumer, error) {
-	nc, err := nats.Connect(b.url, nats.SetCustomDialer(dialerFunc(inst.dial)))
+// nats.go reconnects (-cut) until the instance is killed.
+func (b *natsBroker) connect(ctx context.Context, inst *instance) (*nats.Conn, jetstream.Consumer, error) {
+	nc, err := nats.Connect(b.url, nats.SetCustomDialer(dialerFunc(inst.dial)),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // the cuts' write errors are on purpose
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inst.close = nc.Close
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return js.Consumer(ctx, b.stream, consumerName)
+	cons, err := js.Consumer(ctx, b.stream, consumerName)
+	return nc, cons, err
 }
 
 // dialerFunc makes a function a nats.CustomDialer.
@@ -132,20 +136,20 @@ type dialerFunc func(network, addr string) (net.Conn, error)
 
 func (f dialerFunc) Dial(network, addr string) (net.Conn, error) { return f(network, addr) }
 
-func (b *natsBroker) ours(ctx context.Context, inst *instance, cfg consumer.Config) (*consumer.Consumer, func(context.Context) error, error) {
-	cons, err := b.connect(ctx, inst)
+func (b *natsBroker) ours(ctx context.Context, inst *instance, cfg consumer.Config) (statser, func(context.Context) error, error) {
+	nc, cons, err := b.connect(ctx, inst)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := natsconsumer.New(cons, cfg)
+	c, err := natsconsumer.New(cons, cfg, natsconsumer.WithConn(nc))
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.Consumer, c.Run, nil
+	return c, c.Run, nil
 }
 
 func (b *natsBroker) simple(ctx context.Context, inst *instance, markBefore bool) (func(context.Context) error, error) {
-	cons, err := b.connect(ctx, inst)
+	_, cons, err := b.connect(ctx, inst)
 	if err != nil {
 		return nil, err
 	}

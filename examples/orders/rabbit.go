@@ -8,6 +8,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	retry "github.com/exactlyonce/retry"
+
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -93,16 +95,19 @@ func (b *rabbitBroker) connect(inst *instance) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-func (b *rabbitBroker) ours(_ context.Context, inst *instance, cfg consumer.Config) (*consumer.Consumer, func(context.Context) error, error) {
-	conn, err := b.connect(inst)
+// ours makes our consumer on an amqpconsumer.Conn, which connects again
+// after a loss (-cut) until the instance is killed.
+func (b *rabbitBroker) ours(_ context.Context, inst *instance, cfg consumer.Config) (statser, func(context.Context) error, error) {
+	conn := amqpconsumer.NewConn(func(context.Context) (*amqp.Connection, error) {
+		return amqp.DialConfig(b.url, amqp.Config{Dial: inst.dial, Heartbeat: 10 * time.Second})
+	}, amqpconsumer.WithConnLogger(quietLogger()),
+		amqpconsumer.WithRedialBackoff(retry.FullJitter(10*time.Millisecond, time.Second)))
+	inst.close = func() { _ = conn.Close() }
+	c, err := conn.NewConsumer(b.queue, cfg, amqpconsumer.WithDeliveryLimit(deliveryLimit))
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := amqpconsumer.New(conn, b.queue, cfg, amqpconsumer.WithDeliveryLimit(deliveryLimit))
-	if err != nil {
-		return nil, nil, err
-	}
-	return c.Consumer, c.Run, nil
+	return c, c.Run, nil
 }
 
 func (b *rabbitBroker) simple(_ context.Context, inst *instance, markBefore bool) (func(context.Context) error, error) {

@@ -21,7 +21,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, e
 		cfg.Orders, 100*cfg.Dup, 100*cfg.Fail, cfg.Outage, cfg.Store)
 	var results []result
 	for _, mk := range brokers(cfg) {
-		for _, k := range []kind{kindOurs, kindPlain, kindMarkBefore} {
+		for _, k := range kinds(cfg) {
 			b := mk()
 			store, drop, err := openStore(ctx, cfg)
 			if err != nil {
@@ -32,8 +32,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, e
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s: %w", b.name(), k, err)
 			}
-			fmt.Fprintf(stderr, "%-15s %-30s done in %v (killed %s, %s stopped)\n", r.Broker, r.Consumer,
-				r.Elapsed.Round(10*time.Millisecond), r.Killed, plural(r.Frozen, "handler"))
+			fmt.Fprintf(stderr, "%-15s %-30s done in %v (killed %s, %s stopped%s)\n", r.Broker, r.Consumer,
+				r.Elapsed.Round(10*time.Millisecond), r.Killed, plural(r.Frozen, "handler"), cutNote(r))
 			results = append(results, r)
 		}
 	}

@@ -63,6 +63,9 @@ type result struct {
 	// stopped.
 	Killed string
 	Frozen int
+	// Cuts is how many times -cut dropped every connection, Reconnects
+	// how many times our consumers consumed again after that.
+	Cuts, Reconnects int
 	// Settled is false when the scenario hit its time limit.
 	Settled bool
 	Elapsed time.Duration
@@ -91,7 +94,8 @@ type scenario struct {
 	mu        sync.Mutex
 	instances []*instance
 	completed map[string]bool // ours: orders whose outcome is stored
-	consumers []*consumer.Consumer
+	consumers []statser
+	cut       *cutter // -cut's proxy, or nil
 	wg        sync.WaitGroup
 }
 
@@ -114,6 +118,14 @@ func runScenario(ctx context.Context, cfg config, b broker, k kind, store func(c
 		return result{}, err
 	}
 	defer b.teardown()
+	if cfg.Cut {
+		c, err := newCutter(brokerURL(cfg, b), cfg.Orders)
+		if err != nil {
+			return result{}, err
+		}
+		defer c.close()
+		s.cut = c
+	}
 	copies, err := s.publish(ctx)
 	if err != nil {
 		return result{}, err
@@ -132,6 +144,10 @@ func runScenario(ctx context.Context, cfg config, b broker, k kind, store func(c
 		Settled: settled, Elapsed: elapsed, Frozen: int(s.frozen.Load())}
 	if note, ok := s.killNote.Load().(string); ok {
 		res.Killed = note
+	}
+	res.Cuts = s.cut.cuts()
+	for _, c := range s.consumers {
+		res.Reconnects += int(c.Stats().Reconnects)
 	}
 	dead, err := b.deadLettered(ctx)
 	if err != nil {
@@ -265,6 +281,10 @@ func (s *scenario) ship(inst *instance, order string, reserve func() error) erro
 	}
 	if err := reserve(); err != nil {
 		return err
+	}
+	if s.cut != nil {
+		performed, _ := s.wh.totals()
+		s.cut.maybeCut(performed)
 	}
 	s.maybeKill(inst)
 	if !inst.alive() {

@@ -11,8 +11,8 @@ import (
 func writeTable(w io.Writer, cfg config, rs []result) {
 	for i := 0; i < len(rs); {
 		broker := rs[i].Broker
-		fmt.Fprintf(w, "\n%s: %d orders (%d messages sent: the publisher's retries), %.0f%% of handler calls failing, warehouse down %v, one instance killed mid-handler, %s store\n",
-			broker, rs[i].Published, rs[i].Copies, 100*cfg.Fail, cfg.Outage, cfg.Store)
+		fmt.Fprintf(w, "\n%s: %d orders (%d messages sent: the publisher's retries), %.0f%% of handler calls failing, warehouse down %v, one instance killed mid-handler, %s store%s\n",
+			broker, rs[i].Published, rs[i].Copies, 100*cfg.Fail, cfg.Outage, cfg.Store, cutHeader(rs[i]))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "consumer\tpublished\teffects performed\tduplicates\tlost\tdead-lettered\ttime\t")
 		for ; i < len(rs) && rs[i].Broker == broker; i++ {
