@@ -4,7 +4,8 @@
 // delivery) on github.com/rabbitmq/amqp091-go. It is a module of its own,
 // so the AMQP client never reaches users of the root module.
 //
-//	c, _ := amqpconsumer.New(conn, "orders", consumer.Config{Runner: runner, Handler: ship},
+//	conn, _ := amqpconsumer.Dial(url, amqpconsumer.WithSetup(declareQueues))
+//	c, _ := conn.NewConsumer("orders", consumer.Config{Runner: runner, Handler: ship},
 //		amqpconsumer.WithDeliveryLimit(20))
 //	err := c.Run(ctx)
 //
@@ -51,9 +52,30 @@
 // deliveries the queue will make again, parks the last ones (acked once
 // stored, never dead-lettered), waits up to consumer.Config.StopGrace for
 // running handlers, and settles the deliveries its channel had received
-// but it had not taken the same way (consumer.Consumer.Decline). amqp091-go
-// does not reconnect: after the connection drops, make a new Consumer of
-// the same name on a new connection, on the same Runner.
+// but it had not taken the same way (consumer.Consumer.Decline).
+//
+// # Reconnecting
+//
+// amqp091-go does not reconnect; a Conn does. When its connection is
+// lost, the first of its users to need it dials again, through retry.Do
+// with full-jitter backoff (WithRedialBackoff), until the broker answers
+// or the Conn is closed: one dial at a time, the others waiting for its
+// outcome. A Conn's consumer (Conn.NewConsumer) then opens a channel, runs
+// the caller's setup on it (WithSetup: exchanges, queues, bindings, as
+// declared before), sets the prefetch and consumes again, and counts it
+// (Stats().Reconnects); the broker's refusal (the queue is gone, access
+// refused) ends Run instead. The deliveries of the lost channel that were
+// not acked are requeued by the broker and come again, to a consumer whose
+// store finds them completed (acked without running: their ack was lost),
+// in progress (their handler still runs here; redelivered later) or
+// abandoned (run again, resuming after the last completed step). A Conn's
+// publisher (Conn.NewPublisher) publishes again, on a new channel, a
+// message whose channel was lost before the broker confirmed it
+// (Publisher.Resent), with the same message_id, so that a second copy the
+// broker may keep is acked by the consumer without running. A Consumer
+// made by New, on a connection of the caller's, does not reconnect: Run
+// returns when its channel closes; make a new Consumer of the same name on
+// a new connection, on the same Runner.
 //
 // # Keeping a delivery
 //
@@ -66,7 +88,8 @@
 // (amqp091-go's heartbeats) and the execution's lease in the store
 // (idempotency.Execution.Extend) while a handler runs; a handler, with
 // the holds of its delivery, must end within the consumer timeout. If the
-// channel closes, Run returns; the requeued deliveries come back to a
+// channel closes, a Conn's consumer consumes again and a New one's Run
+// returns (see Reconnecting); the requeued deliveries come back to a
 // consumer, whose store finds them completed (acked without running), in
 // progress (redelivered later) or abandoned (run again, resuming after
 // the last completed step).

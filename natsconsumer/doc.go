@@ -47,6 +47,15 @@
 // the last ones (acked once stored), and waits up to
 // consumer.Config.StopGrace for running handlers.
 //
+// # Reconnecting
+//
+// nats.go restores a lost connection itself (give nats.Connect
+// nats.MaxReconnects(-1) for a consumer that must outlive any outage);
+// meanwhile the consumer's pull requests fail and it tries again every
+// quarter of a second. The deliveries whose acks were lost come again
+// after AckWait, and the store replays those that completed. Give New
+// WithConn(nc) and Stats().Reconnects counts nats.go's reconnects.
+//
 // # Outbox
 //
 // Publish sends a message with Nats-Msg-Id set to the outbox row's id and
