@@ -236,6 +236,11 @@ func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Deliver
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if s.o.isStopped() {
+			// The stop's basic.cancel ended the deliveries, a moment
+			// before it ends ctx: nothing was lost.
+			return context.Canceled
+		}
 		lost := sub.lostErr()
 		if s.c.dialer == nil {
 			return lost

@@ -118,6 +118,13 @@ func (o *opener) stop() *subscription {
 	return nil
 }
 
+// isStopped reports whether stop was called.
+func (o *opener) isStopped() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stopped
+}
+
 // close closes the current subscription's channel.
 func (o *opener) close() {
 	o.mu.Lock()
