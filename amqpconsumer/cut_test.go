@@ -191,15 +191,22 @@ func TestConnCutsUnderLoad(t *testing.T) {
 	const n = 300
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	reconnected := func(k uint64) {
+		eventually(t, "the consumer consumes again after the cut", func() bool { return c.Stats().Reconnects >= k })
+	}
 	for i := range n {
 		switch i {
-		case 75, 225:
+		case 75:
 			proxy.Cut()
 		case 150:
+			reconnected(1)
 			proxy.Refuse(true)
 			proxy.Cut()
 			eventually(t, "the Conn redials while refused", func() bool { return proxy.Refused() >= 2 })
 			proxy.Refuse(false)
+		case 225:
+			reconnected(2)
+			proxy.Cut()
 		}
 		require.NoError(t, pub.Publish(ctx, keyOf(i), queue, []byte(fmt.Sprint(i))), keyOf(i))
 	}

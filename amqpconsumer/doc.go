@@ -70,8 +70,9 @@
 // in progress (their handler still runs here; redelivered later) or
 // abandoned (run again, resuming after the last completed step). A Conn's
 // publisher (Conn.NewPublisher) publishes again, on a new channel, a
-// message whose channel was lost before the broker confirmed it
-// (Publisher.Resent), with the same message_id, so that a second copy the
+// message whose channel was lost before the broker confirmed it, or that
+// the broker nacked (Publisher.Resent), with the same message_id, so that
+// a second copy the
 // broker may keep is acked by the consumer without running. A Consumer
 // made by New, on a connection of the caller's, does not reconnect: Run
 // returns when its channel closes; make a new Consumer of the same name on

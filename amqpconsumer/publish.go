@@ -46,7 +46,9 @@ func NewPublisher(ch *amqp.Channel, exchange string) (*Publisher, error) {
 // publish whose channel or connection is lost before the broker confirmed
 // it is published again, on a new channel once c has connected again
 // (the setup given with WithSetup run on it), until it is confirmed or
-// Publish's context ends. A message so re-sent may be kept twice by the
+// Publish's context ends; so is one the broker nacked (a quorum queue
+// whose leader is not elected yet, a moment after the broker started),
+// after the Conn's backoff. A message so re-sent may be kept twice by the
 // broker (the first copy may have reached the queue before the loss):
 // its consumer, keyed by the message_id, runs it once. It opens its
 // channel at the first Publish.
@@ -57,8 +59,8 @@ func (c *Conn) NewPublisher(exchange string) (*Publisher, error) {
 	return &Publisher{exchange: exchange, dialer: c}, nil
 }
 
-// Resent returns how many publishes were sent again after their channel
-// was lost before the broker confirmed them.
+// Resent returns how many publishes were sent again: their channel was
+// lost before the broker confirmed them, or the broker nacked them.
 func (p *Publisher) Resent() uint64 { return p.resent.Load() }
 
 // use puts ch in confirm mode and publishes on it from now on.
@@ -100,7 +102,7 @@ func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []b
 		}
 		sent = true
 		err := p.publish(ctx, id, routingKey, body)
-		if err != nil && !errors.Is(err, errLost) {
+		if err != nil && !errors.Is(err, errLost) && !errors.Is(err, ErrNacked) {
 			return retry.Permanent(err)
 		}
 		return err
