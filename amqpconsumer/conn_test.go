@@ -1,0 +1,88 @@
+package amqpconsumer_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+)
+
+func TestDialRejectsABadURL(t *testing.T) {
+	_, err := amqpconsumer.Dial("http://not-amqp")
+	require.Error(t, err)
+}
+
+// While the broker refuses connections, a Conn's users (consumers and a
+// publisher) wait for one dial at a time, never several at once; once it
+// answers, all of them go on.
+func TestConnDialsOneAtATime(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	proxy, via := viaProxy(t)
+	proxy.Refuse(true)
+	var dialing, most, dials atomic.Int32
+	conn := amqpconsumer.NewConn(func(ctx context.Context) (*amqp.Connection, error) {
+		n := dialing.Add(1)
+		defer dialing.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		dials.Add(1)
+		return amqp.Dial(via)
+	}, amqpconsumer.WithRedialBackoff(retry.FullJitter(time.Millisecond, 10*time.Millisecond)),
+		amqpconsumer.WithConnLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(func() { _ = conn.Close() })
+	var fx effects
+	for i := range 3 {
+		c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+			fx.add(m.Key)
+			return nil
+		}), amqpconsumer.WithConsumerTag(uniqueName("tag")))
+		require.NoError(t, err, i)
+		start(t, c)
+	}
+	pub, err := conn.NewPublisher("")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	published := make(chan error, 1)
+	go func() { published <- pub.Publish(ctx, keyOf(0), queue, []byte(bodyOf(0))) }()
+	eventually(t, "several dials refused", func() bool { return proxy.Refused() >= 5 })
+	proxy.Refuse(false)
+	require.NoError(t, <-published)
+	eventually(t, "the message handled", func() bool { return fx.count(keyOf(0)) == 1 })
+	assert.Equal(t, int32(1), most.Load(), "one dial at a time")
+	assert.GreaterOrEqual(t, dials.Load(), int32(5))
+}
+
+// Closing a Conn while it redials ends the dial, and its users' waits:
+// Run returns an error matching ErrConnClosed.
+func TestConnClosedWhileRedialing(t *testing.T) {
+	setup := connect(t)
+	queue, _ := newQueue(t, setup, 5)
+	proxy, via := viaProxy(t)
+	proxy.Refuse(true)
+	conn := dial(t, via)
+	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { done <- c.Run(context.Background()) })
+	eventually(t, "the Conn redials", func() bool { return proxy.Refused() >= 2 })
+	require.NoError(t, conn.Close())
+	wg.Wait()
+	err = <-done
+	assert.True(t, errors.Is(err, amqpconsumer.ErrConnClosed), "Run returned %v", err)
+}
