@@ -86,3 +86,18 @@ func TestConnClosedWhileRedialing(t *testing.T) {
 	err = <-done
 	assert.True(t, errors.Is(err, amqpconsumer.ErrConnClosed), "Run returned %v", err)
 }
+
+// A Conn's consumer of a queue that does not exist stops at once with the
+// broker's refusal, rather than reconnecting for ever.
+func TestConnConsumerOfAMissingQueueStops(t *testing.T) {
+	conn := dial(t, amqpURL())
+	c, err := conn.NewConsumer(uniqueName("missing"), config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = c.Run(ctx)
+	var ae *amqp.Error
+	require.True(t, errors.As(err, &ae), "Run returned %v", err)
+	assert.Equal(t, amqp.NotFound, ae.Code)
+	assert.NoError(t, ctx.Err(), "Run returned before its context ended")
+}
