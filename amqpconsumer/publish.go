@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -38,7 +39,8 @@ func NewPublisher(ch *amqp.Channel, exchange string) (*Publisher, error) {
 }
 
 // Publish publishes body to routingKey, persistent, mandatory, with its
-// message_id set to id, and waits until the broker confirms it (or ctx
+// message_id set to id and its timestamp to now (the consumer's
+// Message.Published), and waits until the broker confirms it (or ctx
 // ends): a nil error means a queue took it. It is the Deliver of an
 // outbox relay: the row's id is the message's id, the same on every
 // publish, and the consumer's key.
@@ -46,7 +48,7 @@ func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []b
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, routingKey, true, false, amqp.Publishing{
-		MessageId: id, DeliveryMode: amqp.Persistent, Body: body,
+		MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: body,
 	})
 	if err != nil {
 		return fmt.Errorf("amqpconsumer: publish %s: %w", id, err)
