@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -112,41 +111,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("amqpconsumer: consume %s: %w", c.queue, err)
 	}
-	// Once stopping, the broker delivers nothing more here: what the
-	// consumer gives back goes to another consumer, not into this
-	// channel's buffer, to be given back again at a delivery's cost.
-	var (
-		once      sync.Once
-		cancelErr error
-	)
-	cancelConsume := func() {
-		once.Do(func() { cancelErr = ch.Cancel(tag, false) })
-	}
-	// The broker's deliveries stop before the consumer does (and gives
-	// back what it holds), or a message given back might come again to
-	// this consumer, cancelled, and be lost with its delivery.
+	// Once stopping, the consumer fetches no more, but stays subscribed
+	// until it has settled what the broker still sends it (settleLate).
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	stopping := context.AfterFunc(ctx, func() {
-		cancelConsume()
-		stop()
-	})
+	stopping := context.AfterFunc(ctx, stop)
 	defer stopping()
 	err = c.Consumer.Run(run, &source{c: c, deliveries: deliveries, closed: closed})
 	if ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	// Settle those that came after the last fetch: given back, or, a last
-	// delivery, handed to the store (consumer.Consumer.Decline).
-	stopping()
-	cancelConsume()
-	if cancelErr == nil {
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
-		defer cancel()
-		for d := range deliveries {
-			c.Decline(gctx, &delivery{d: d, set: &c.set})
-		}
-	}
+	c.settleLate(ctx, deliveries)
 	return err
 }
 

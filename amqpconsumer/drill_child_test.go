@@ -26,6 +26,7 @@ const (
 	drillChildEnv      = "EXACTLYONCE_TEST_DRILL_SCHEMA"
 	drillQueueEnv      = "EXACTLYONCE_TEST_DRILL_QUEUE"
 	drillDependencyEnv = "EXACTLYONCE_TEST_DRILL_DEPENDENCY"
+	drillLogEnv        = "EXACTLYONCE_TEST_DRILL_LOG"
 )
 
 // Lines the drill's child prints on its stdout.
@@ -58,9 +59,15 @@ func drillChild(schema, queue, depURL string) int {
 	if err != nil {
 		return fail(err)
 	}
+	logFile, err := os.Create(os.Getenv(drillLogEnv))
+	if err != nil {
+		return fail(err)
+	}
+	defer logFile.Close()
+	log := drillLogger(logFile)
 	budget := retry.DefaultBudget()
 	c, err := amqpconsumer.New(conn, queue, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
-		drillHandler(schema, depURL, budget), budget), amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
+		drillHandler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
 	if err != nil {
 		return fail(err)
 	}
@@ -85,11 +92,22 @@ func drillChild(schema, queue, depURL string) int {
 }
 
 // drillConfig is the configuration of the drill's consumers.
-func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget) consumer.Config {
+func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget, log *slog.Logger) consumer.Config {
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
-		StopGrace: drillGrace, Logger: quiet(),
+		StopGrace: drillGrace, Logger: log,
+		Observer: func(_ context.Context, e consumer.Event) {
+			if e.Kind == consumer.EventSettled {
+				log.Debug("settled", slog.String("key", e.Key), slog.Int("delivery", e.Delivery),
+					slog.String("outcome", string(e.Outcome)), slog.Any("error", e.Err))
+			}
+		},
 	}
+}
+
+// drillLogger logs everything to w, for the report of a failed drill.
+func drillLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // quiet is a logger that discards, for consumers whose warnings are expected.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -75,17 +77,28 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 
 	budget := retry.DefaultBudget()
 	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
-	c, err := amqpconsumer.New(connect(t), queue, drillConfig(runner, drillHandler(schema, dep.srv.URL, budget), budget),
+	logs := t.TempDir()
+	newLog, err := os.Create(filepath.Join(logs, "new.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = newLog.Close() })
+	c, err := amqpconsumer.New(connect(t), queue, drillConfig(runner, drillHandler(schema, dep.srv.URL, budget), budget, drillLogger(newLog)),
 		amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
 	require.NoError(t, err)
-	start(t, c)
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(t.Context()) }()
+	t.Cleanup(func() { require.ErrorIs(t, <-ran, context.Canceled) })
 	rec := idempotency.StartReconciler(runner, idempotency.ReconcilerConfig{Interval: 200 * time.Millisecond, Logger: quiet()})
 	t.Cleanup(rec.Stop)
-	var retried int
-	require.Eventually(t, func() bool {
-		retried += retryParked(t, c.Consumer)
-		return count(t, conn, queue) == 0 && countEffects(t, pool, schema).distinct == drillMessages
-	}, 2*time.Minute, 100*time.Millisecond, "every message has its effect")
+	retried := awaitEffects(t, c.Consumer, store, pool, schema, func() string {
+		select {
+		case err := <-ran:
+			ran <- err
+			return fmt.Sprintf("the new consumer's Run returned %v; ", err)
+		default:
+		}
+		return fmt.Sprintf("%d ready in the queue, %d dead-lettered %v; ", count(t, conn, queue), count(t, conn, dlq), deadLetters(t, conn, dlq))
+	}, func() bool { return count(t, conn, queue) == 0 }, filepath.Join(children[0].dir, "*.log"), filepath.Join(children[1].dir, "*.log"),
+		filepath.Join(logs, "*.log"))
 	after := countEffects(t, pool, schema)
 	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked messages run again %d, dead-lettered %d",
 		before.all, c.Stats(), retried, count(t, conn, dlq))
@@ -100,20 +113,25 @@ type drillProcess struct {
 	cmd   *exec.Cmd
 	lines chan string
 	last  string // the last line read
+	dir   string // where its log is
 }
 
 // startDrillChild starts a child consumer process, killed at the end of
 // the test if it still runs, and waits for it to run.
 func startDrillChild(t *testing.T, schema, queue, depURL string) *drillProcess {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), drillChildEnv+"="+schema, drillQueueEnv+"="+queue, drillDependencyEnv+"="+depURL,
+	dir := t.TempDir()
+	log, err := os.CreateTemp(dir, "child-*.log")
+	require.NoError(t, err)
+	require.NoError(t, log.Close())
+	cmd.Env = append(os.Environ(), drillChildEnv+"="+schema, drillQueueEnv+"="+queue, drillDependencyEnv+"="+depURL, drillLogEnv+"="+log.Name(),
 		// Under -race a process sleeps a second at its exit unless told not to.
 		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	p := &drillProcess{cmd: cmd, lines: make(chan string, 16)}
+	p := &drillProcess{cmd: cmd, lines: make(chan string, 16), dir: dir}
 	go func() {
 		defer close(p.lines)
 		sc := bufio.NewScanner(stdout)
@@ -198,6 +216,44 @@ func retryParked(t *testing.T, c *consumer.Consumer) int {
 type effectCount struct {
 	all, distinct int
 	doubled       []string // keys with more than one effect
+	keys          map[string]bool
+}
+
+// awaitEffects waits until every drill message has its effect and the
+// broker is settled, running the parked messages again as it waits, and
+// returns how many it ran; after two minutes it fails the test with what
+// became of the messages without an effect (and what broker says).
+func awaitEffects(t *testing.T, c *consumer.Consumer, store idempotency.Store, pool *pgxpool.Pool, schema string, broker func() string, settled func() bool, logs ...string) int {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	retried := 0
+	for range tick.C {
+		retried += retryParked(t, c)
+		n := countEffects(t, pool, schema)
+		if n.distinct == drillMessages && settled() {
+			return retried
+		}
+		if time.Now().Before(deadline) {
+			continue
+		}
+		var missing []string
+		for i := range drillMessages {
+			if key := drillKey(i); !n.keys[key] {
+				missing = append(missing, key)
+			}
+		}
+		report := fmt.Sprintf("%d effects for %d of %d messages; %sthe new consumer %+v; without an effect (%d):",
+			n.all, n.distinct, drillMessages, broker(), c.Stats(), len(missing))
+		for _, key := range missing[:min(len(missing), 10)] {
+			rec, err := store.Get(context.Background(), c.Caller(), key)
+			report += fmt.Sprintf("\n  %s: %+v %v", key, rec, err)
+			report += logLines(logs, key)
+		}
+		t.Fatal(report)
+	}
+	return retried
 }
 
 func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
@@ -205,7 +261,7 @@ func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
 	rows, err := pool.Query(context.Background(), "SELECT key, count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
 	require.NoError(t, err)
 	defer rows.Close()
-	var n effectCount
+	n := effectCount{keys: make(map[string]bool)}
 	for rows.Next() {
 		var (
 			key string
@@ -214,10 +270,47 @@ func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
 		require.NoError(t, rows.Scan(&key, &k))
 		n.all += k
 		n.distinct++
+		n.keys[key] = true
 		if k > 1 {
 			n.doubled = append(n.doubled, key)
 		}
 	}
 	require.NoError(t, rows.Err())
 	return n
+}
+
+// logLines returns the lines of the logs (glob patterns) that name key.
+func logLines(patterns []string, key string) string {
+	var out string
+	for _, p := range patterns {
+		files, _ := filepath.Glob(p)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "key="+key+" ") {
+					out += "\n    " + filepath.Base(f) + ": " + l
+				}
+			}
+		}
+	}
+	return out
+}
+
+// deadLetters returns the message ids in the dead-letter queue dlq, with
+// why they are there, leaving them there.
+func deadLetters(t *testing.T, conn *amqp.Connection, dlq string) []string {
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	var out []string
+	for {
+		d, ok, err := ch.Get(dlq, false)
+		if err != nil || !ok {
+			return out
+		}
+		out = append(out, fmt.Sprintf("%s (%v, x-delivery-count %v)", d.MessageId, d.Headers["x-first-death-reason"], d.Headers["x-delivery-count"]))
+	}
 }
