@@ -80,12 +80,13 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 	start(t, c)
 	rec := idempotency.StartReconciler(runner, idempotency.ReconcilerConfig{Interval: 200 * time.Millisecond, Logger: quiet()})
 	t.Cleanup(rec.Stop)
-	var retried int
-	require.Eventually(t, func() bool {
-		retried += retryParked(t, c.Consumer)
+	retried := awaitEffects(t, c.Consumer, store, pool, schema, func() string {
 		i := info(t, cons)
-		return i.NumPending == 0 && i.NumAckPending == 0 && countEffects(t, pool, schema).distinct == drillMessages
-	}, 2*time.Minute, 100*time.Millisecond, "every message has its effect")
+		return fmt.Sprintf("%d pending, %d waiting for an ack; ", i.NumPending, i.NumAckPending)
+	}, func() bool {
+		i := info(t, cons)
+		return i.NumPending == 0 && i.NumAckPending == 0
+	})
 	after := countEffects(t, pool, schema)
 	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked messages run again %d", before.all, c.Stats(), retried)
 	assert.Equal(t, drillMessages, after.distinct, "lost")
@@ -197,6 +198,43 @@ func retryParked(t *testing.T, c *consumer.Consumer) int {
 type effectCount struct {
 	all, distinct int
 	doubled       []string // keys with more than one effect
+	keys          map[string]bool
+}
+
+// awaitEffects waits until every drill message has its effect and the
+// broker is settled, running the parked messages again as it waits, and
+// returns how many it ran; after two minutes it fails the test with what
+// became of the messages without an effect (and what broker says).
+func awaitEffects(t *testing.T, c *consumer.Consumer, store idempotency.Store, pool *pgxpool.Pool, schema string, broker func() string, settled func() bool) int {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	retried := 0
+	for range tick.C {
+		retried += retryParked(t, c)
+		n := countEffects(t, pool, schema)
+		if n.distinct == drillMessages && settled() {
+			return retried
+		}
+		if time.Now().Before(deadline) {
+			continue
+		}
+		var missing []string
+		for i := range drillMessages {
+			if key := drillKey(i); !n.keys[key] {
+				missing = append(missing, key)
+			}
+		}
+		report := fmt.Sprintf("%d effects for %d of %d messages; %sthe new consumer %+v; without an effect (%d):",
+			n.all, n.distinct, drillMessages, broker(), c.Stats(), len(missing))
+		for _, key := range missing[:min(len(missing), 10)] {
+			rec, err := store.Get(context.Background(), c.Caller(), key)
+			report += fmt.Sprintf("\n  %s: %+v %v", key, rec, err)
+		}
+		t.Fatal(report)
+	}
+	return retried
 }
 
 func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
@@ -204,7 +242,7 @@ func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
 	rows, err := pool.Query(context.Background(), "SELECT key, count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
 	require.NoError(t, err)
 	defer rows.Close()
-	var n effectCount
+	n := effectCount{keys: make(map[string]bool)}
 	for rows.Next() {
 		var (
 			key string
@@ -213,6 +251,7 @@ func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
 		require.NoError(t, rows.Scan(&key, &k))
 		n.all += k
 		n.distinct++
+		n.keys[key] = true
 		if k > 1 {
 			n.doubled = append(n.doubled, key)
 		}
