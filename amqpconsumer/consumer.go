@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -151,19 +150,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	defer o.close()
-	// The broker's deliveries stop before the consumer does (and gives
-	// back what it holds), or a message given back might come again to
-	// this consumer, cancelled, and be lost with its delivery. Once
-	// stopping, the broker delivers nothing more here: what the consumer
-	// gives back goes to another consumer, not into this channel's buffer,
-	// to be given back again at a delivery's cost.
+	// Once stopping, the consumer fetches no more and opens no new
+	// channel, but stays subscribed until it has settled what the broker
+	// still sends it (settleLate): a cancelled subscription would leave a
+	// quorum queue's assigned, undelivered messages to be returned at the
+	// close, a delivery counted for each, and one on its last delivery
+	// dead-lettered unseen.
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	var last *subscription
-	var stopOnce sync.Once
-	stopSub := func() { stopOnce.Do(func() { last = o.stop() }) }
 	stopping := context.AfterFunc(ctx, func() {
-		stopSub()
+		o.halt()
 		stop()
 	})
 	defer stopping()
@@ -171,16 +167,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	// Settle those that came after the last fetch: given back, or, a last
-	// delivery, handed to the store (consumer.Consumer.Decline).
 	stopping()
-	stopSub()
-	if last != nil {
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
-		defer cancel()
-		for d := range last.deliveries {
-			c.Decline(gctx, &delivery{d: d, set: &c.set})
-		}
+	if sub := o.halt(); sub != nil {
+		c.settleLate(ctx, sub.deliveries)
 	}
 	return err
 }
@@ -237,8 +226,8 @@ func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Deliver
 			return ctx.Err()
 		}
 		if s.o.isStopped() {
-			// The stop's basic.cancel ended the deliveries, a moment
-			// before it ends ctx: nothing was lost.
+			// Stopping: no new channel; what the old one held comes
+			// again from the broker.
 			return context.Canceled
 		}
 		lost := sub.lostErr()

@@ -35,12 +35,13 @@ func (d *delivery) Message() (*consumer.Message, error) {
 			d.d.Exchange, d.d.RoutingKey, how, consumer.ErrNoKey)
 	}
 	return &consumer.Message{
-		Key:      key,
-		Subject:  d.d.RoutingKey,
-		Header:   headers(d.d.Headers),
-		Body:     d.d.Body,
-		Delivery: d.earlier() + 1,
-		Raw:      &d.d,
+		Key:       key,
+		Subject:   d.d.RoutingKey,
+		Header:    headers(d.d.Headers),
+		Body:      d.d.Body,
+		Delivery:  d.earlier() + 1,
+		Published: d.d.Timestamp, // zero unless the publisher set it
+		Raw:       &d.d,
 	}, nil
 }
 

@@ -46,13 +46,21 @@
 //
 // # Stopping
 //
-// When Run's context ends, the consumer first cancels its subscription
-// (basic.cancel), so that nothing it gives back comes to it again, then
-// stops as package idempotency/consumer says: it gives back the
+// When Run's context ends, the consumer stops as package
+// idempotency/consumer says: it fetches no more, gives back the
 // deliveries the queue will make again, parks the last ones (acked once
-// stored, never dead-lettered), waits up to consumer.Config.StopGrace for
-// running handlers, and settles the deliveries its channel had received
-// but it had not taken the same way (consumer.Consumer.Decline).
+// stored, never dead-lettered) and waits up to consumer.Config.StopGrace
+// for running handlers. It stays subscribed meanwhile, and then takes
+// what the queue still sends it, for a quorum queue returns the messages
+// it has assigned to a consumer and not yet delivered when the
+// consumer's channel closes (a cancelled subscription never gets them),
+// counting a delivery for each: one on its last delivery would be
+// dead-lettered unseen. The broker's last deliveries among them it parks
+// in the store, the others it keeps unacked, settling none (which would
+// free room for more), until its prefetch is full, nothing came for a
+// quarter of a second, or the grace period ended; then it closes its
+// channel, which gives them back: a parked one is then dead-lettered as
+// well, a copy of a message the store owns (RetryParked runs it).
 //
 // # Reconnecting
 //

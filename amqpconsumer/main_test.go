@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if schema := os.Getenv(relayChildEnv); schema != "" {
 		os.Exit(relayChild(schema, os.Getenv(relayQueueEnv)))
 	}
+	if schema := os.Getenv(drillChildEnv); schema != "" {
+		os.Exit(drillChild(schema, os.Getenv(drillQueueEnv), os.Getenv(drillDependencyEnv)))
+	}
 	conn, err := amqp.Dial(amqpURL())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amqpconsumer: the tests need RabbitMQ at %s (EXACTLYONCE_AMQP_URL), and it is not reachable: %v\nstart it with: %s\n",

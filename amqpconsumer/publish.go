@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -74,7 +75,8 @@ func (p *Publisher) use(ch *amqp.Channel) error {
 }
 
 // Publish publishes body to routingKey, persistent, mandatory, with its
-// message_id set to id, and waits until the broker confirms it (or ctx
+// message_id set to id and its timestamp to now (the consumer's
+// Message.Published), and waits until the broker confirms it (or ctx
 // ends): a nil error means a queue took it. It is the Deliver of an
 // outbox relay: the row's id is the message's id, the same on every
 // publish, and the consumer's key. On a Conn's publisher it rides through
@@ -117,7 +119,7 @@ var errLost = errors.New("amqpconsumer: the channel was lost before the broker c
 func (p *Publisher) publish(ctx context.Context, id, routingKey string, body []byte) error {
 	ch := p.ch
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, routingKey, true, false, amqp.Publishing{
-		MessageId: id, DeliveryMode: amqp.Persistent, Body: body,
+		MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: body,
 	})
 	if err != nil {
 		if connectionLost(err) {

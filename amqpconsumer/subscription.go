@@ -14,9 +14,6 @@ type subscription struct {
 	tag        string
 	deliveries <-chan amqp.Delivery
 	closed     <-chan *amqp.Error
-
-	once      sync.Once
-	cancelErr error
 }
 
 // subscribe consumes queue on ch with a prefetch of prefetch.
@@ -30,14 +27,6 @@ func subscribe(ch *amqp.Channel, queue, tag string, prefetch int) (*subscription
 		return nil, fmt.Errorf("amqpconsumer: consume %s: %w", queue, err)
 	}
 	return &subscription{ch: ch, tag: tag, deliveries: deliveries, closed: closed}, nil
-}
-
-// cancel ends the consumption (basic.cancel), once, and reports whether
-// the broker took it: its deliveries channel then closes after the last
-// delivery the broker had sent.
-func (s *subscription) cancel() bool {
-	s.once.Do(func() { s.cancelErr = s.ch.Cancel(s.tag, false) })
-	return s.cancelErr == nil
 }
 
 // lostErr returns why the subscription's deliveries ended.
@@ -104,18 +93,14 @@ func (o *opener) openOn(open func() (*amqp.Channel, error)) (*subscription, erro
 	return sub, nil
 }
 
-// stop opens no more subscriptions and cancels the current one; it
-// returns the current one if the broker took the cancel, to settle what
-// it still delivers.
-func (o *opener) stop() *subscription {
+// halt opens no more subscriptions and returns the current one, left
+// subscribed: a stopping consumer settles what it still delivers (see
+// Consumer.settleLate) before its channel closes.
+func (o *opener) halt() *subscription {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.stopped = true
-	sub := o.current
-	o.mu.Unlock()
-	if sub != nil && sub.cancel() {
-		return sub
-	}
-	return nil
+	return o.current
 }
 
 // isStopped reports whether stop was called.

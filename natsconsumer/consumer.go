@@ -127,12 +127,13 @@ func (d *delivery) Message() (*consumer.Message, error) {
 	}
 	d.delivered = meta.NumDelivered
 	return &consumer.Message{
-		Key:      Key(d.msg.Headers(), meta),
-		Subject:  d.msg.Subject(),
-		Header:   d.msg.Headers(),
-		Body:     d.msg.Data(),
-		Delivery: int(meta.NumDelivered),
-		Raw:      d.msg,
+		Key:       Key(d.msg.Headers(), meta),
+		Subject:   d.msg.Subject(),
+		Header:    d.msg.Headers(),
+		Body:      d.msg.Data(),
+		Delivery:  int(meta.NumDelivered),
+		Published: meta.Timestamp,
+		Raw:       d.msg,
 	}, nil
 }
 

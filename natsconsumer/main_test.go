@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if schema := os.Getenv(relayChildEnv); schema != "" {
 		os.Exit(relayChild(schema, os.Getenv(relayStreamEnv)))
 	}
+	if schema := os.Getenv(drillChildEnv); schema != "" {
+		os.Exit(drillChild(schema, os.Getenv(drillStreamEnv), os.Getenv(drillDependencyEnv)))
+	}
 	if err := checkServer(); err != nil {
 		fmt.Fprintf(os.Stderr, "natsconsumer: the tests need NATS with JetStream at %s (EXACTLYONCE_NATS_URL), and it is not usable: %v\nstart it with: %s\n",
 			natsURL(), err, startCommand)

@@ -31,6 +31,10 @@ type config struct {
 	// Cut has our consumers reach their broker through a proxy that drops
 	// every connection a few times mid-run (see cutter).
 	Cut bool
+	// OTel is "stdout" to export our consumers' metrics, or "".
+	OTel string
+	// telemetry records our consumers' metrics when OTel is set.
+	telemetry *telemetry
 }
 
 // Limits and names of the flags.
@@ -85,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.DSN, "dsn", cfg.DSN, "PostgreSQL connection string for -store=postgres (default from EXACTLYONCE_PG_DSN)")
 	fs.StringVar(&cfg.Broker, "broker", cfg.Broker, "brokers to run: all, nats or rabbitmq")
 	fs.BoolVar(&cfg.Cut, "cut", cfg.Cut, fmt.Sprintf("run our consumers only, reaching their broker through a proxy that drops every connection %d times mid-run", cutsPerRun))
+	fs.StringVar(&cfg.OTel, "otel", cfg.OTel, "OpenTelemetry: stdout exports our consumers' metrics with the stdout exporter, as JSON on stderr once the run ends, so that the table stays alone on stdout (default: none)")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d orders unless -n is given", shortOrders))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -118,6 +123,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-store must be %s or %s, got %q", storeMemory, storePostgres, c.Store)
 	case c.Broker != brokerAll && c.Broker != brokerNATS && c.Broker != brokerRabbit:
 		return fmt.Errorf("-broker must be %s, %s or %s, got %q", brokerAll, brokerNATS, brokerRabbit, c.Broker)
+	case c.OTel != "" && c.OTel != otelStdout:
+		return fmt.Errorf("-otel must be %s or empty, got %q", otelStdout, c.OTel)
 	}
 	return nil
 }

@@ -27,12 +27,18 @@
 //
 //	go run ./examples/orders [-n 10000] [-store memory|postgres] [-dsn URL]
 //	    [-broker all|nats|rabbitmq] [-seed 1] [-fail 0.05] [-outage 3s] [-short]
+//	    [-otel stdout]
 //
 // The brokers are NATS with JetStream at EXACTLYONCE_NATS_URL (default
 // nats://127.0.0.1:4222) and RabbitMQ at EXACTLYONCE_AMQP_URL (default
 // amqp://guest:guest@127.0.0.1:5672/); every run uses streams and queues
 // of its own and deletes them. With -store=postgres our consumers keep
 // their keys in PostgreSQL (pgstore, a fresh schema dropped afterwards).
+// With -otel=stdout the demo also exports our consumers' metrics
+// (otelretry: deliveries by outcome, handler durations, fetch sizes, the
+// brokers' waits and each instance's counts) as JSON on stderr when the
+// run ends. SIGTERM and an interrupt stop the run: the consumers stop
+// within their grace period (consumer.Config.StopGrace).
 package main
 
 import (
@@ -43,6 +49,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -63,11 +70,21 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM, as a process manager stops a service, stops the consumers
+	// like an interrupt: they stop within their grace period.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, maxRunTime)
 	defer cancel()
-	if _, err := run(ctx, cfg, stdout, stderr); err != nil {
+	if cfg.telemetry, err = newTelemetry(cfg.OTel, stderr); err != nil {
+		fmt.Fprintln(stderr, "orders:", err)
+		return 1
+	}
+	_, err = run(ctx, cfg, stdout, stderr)
+	if terr := cfg.telemetry.shutdown(context.WithoutCancel(ctx)); terr != nil {
+		fmt.Fprintln(stderr, "orders: telemetry:", terr)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "orders:", err)
 		return 1
 	}

@@ -70,7 +70,7 @@ func (b *rabbitBroker) publish(ctx context.Context, msgs []message) error {
 		var confirms []*amqp.DeferredConfirmation
 		for _, m := range msgs[start:min(start+window, len(msgs))] {
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", b.queue, false, false,
-				amqp.Publishing{MessageId: m.id, DeliveryMode: amqp.Persistent, Body: m.body})
+				amqp.Publishing{MessageId: m.id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: m.body})
 			if err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}

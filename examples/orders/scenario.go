@@ -227,10 +227,13 @@ func (s *scenario) startOurs(ctx context.Context, inst *instance) (func(context.
 	inst.budget = retry.DefaultBudget()
 	cfg := consumer.Config{
 		Runner: runner, Name: consumerName, Handler: s.oursHandler(inst), MaxInFlight: maxInFlight,
-		DependsOn: []*retry.Budget{inst.budget}, Logger: quietLogger(),
+		DependsOn: []*retry.Budget{inst.budget}, Logger: quietLogger(), Observer: s.cfg.telemetry.observer(s.b.name()),
 	}
 	c, run, err := s.b.ours(ctx, inst, cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.telemetry.observeStats(s.b.name()+"/"+consumerName+"/"+inst.name, c); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

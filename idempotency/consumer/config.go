@@ -72,6 +72,10 @@ type Config struct {
 	// Logger reports what the consumer decides about deliveries that did
 	// not simply complete (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, if set, hears what the consumer does: its fetches, each
+	// delivery taken and what became of it, each run of the handler (see
+	// Event). Default none, at no cost.
+	Observer Observer
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -99,6 +99,7 @@ func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGr
 			if taken == n {
 				// More than asked for: the broker delivers it again.
 				_ = d.Nak(context.WithoutCancel(ctx), 0)
+				c.settled(ctx, OutcomeGivenBack, nil, nil)
 				return
 			}
 			taken++
@@ -108,6 +109,7 @@ func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGr
 			})
 		})
 		c.release(n - taken)
+		c.observe(ctx, Event{Kind: EventFetched, Asked: n, Fetched: taken})
 		if p := c.fatal.Load(); p != nil {
 			return *p
 		}

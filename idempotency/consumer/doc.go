@@ -68,7 +68,11 @@
 // returns; if the process exits meanwhile, its delivery comes back from
 // the broker, or, on a last delivery, from the store through a
 // Reconciler. A last delivery the store cannot take within the grace
-// period (the store is down) is terminated, with the reason logged.
+// period (the store is down) is terminated, with the reason logged. A
+// stop so takes as long as the slowest running handler, at most
+// Config.StopGrace and the moment it takes to settle what the consumer
+// holds. A service stops its consumer by cancelling Run's context on
+// SIGTERM (signal.NotifyContext).
 //
 // # Outages
 //
@@ -96,4 +100,14 @@
 // without a broker delivery (Message.Delivery is 0), once its cause is
 // mended. A Reconciler resumes the consumer's stalled executions the same
 // way. A failure of such a run parks the message again.
+//
+// # Observing
+//
+// Config.Observer hears what the consumer does (Event): each fetch from
+// the broker (how many deliveries it asked for and got), each delivery
+// taken (with how long the message waited at the broker, where the
+// broker says: Message.Published), each run of the handler (its
+// duration and error) and what became of each delivery (Outcome). The
+// otelretry module turns them into OpenTelemetry metrics; Stats counts
+// the same.
 package consumer

@@ -33,9 +33,11 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 	if err != nil {
 		c.cfg.Logger.Error("consumer: cannot key a message; stopping", slog.String("consumer", c.cfg.Name), slog.Any("error", err))
 		_ = d.Nak(bg, 0)
+		c.settled(ctx, OutcomeGivenBack, nil, err)
 		c.stop(err)
 		return
 	}
+	c.delivered(ctx, m)
 	req := c.request(m, d.Last())
 	for local := 1; ; local++ {
 		if ctx.Err() != nil {
@@ -48,6 +50,7 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 		if done {
 			return
 		}
+		c.settled(ctx, OutcomeHeld, m, err)
 		if !c.hold(ctx, d, hold, c.outage.down()) {
 			c.stopped(grace, d, m, req)
 			return
@@ -86,8 +89,10 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idemp
 		c.outage.healthy()
 		if res.Replayed {
 			c.stats.duplicates.Add(1)
+			c.settled(ctx, OutcomeReplayed, m, nil)
 		} else {
 			c.stats.executed.Add(1)
+			c.settled(ctx, OutcomeExecuted, m, err)
 		}
 		if aerr := d.Ack(ctx); aerr != nil {
 			// The outcome is stored: the redelivery is acked without running.
@@ -103,18 +108,22 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idemp
 			return delay, false
 		}
 		c.stats.inProgress.Add(1)
+		c.settled(ctx, OutcomeInProgress, m, err)
 		c.nak(ctx, d, delay, log)
 		return 0, true
 	case errors.Is(err, idempotency.ErrParked):
 		c.stats.parked.Add(1)
+		c.settled(ctx, OutcomeParked, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
 	case errors.Is(err, idempotency.ErrFingerprintMismatch), errors.Is(err, idempotency.ErrRejected),
 		errors.Is(err, idempotency.ErrTxFailed) && errors.Is(err, idempotency.ErrPermanent):
+		c.settled(ctx, OutcomeTerminated, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
 	case handlerFailed && !dependencyDown(err) && !c.outage.down() && !d.Last():
 		c.stats.retried.Add(1)
+		c.settled(ctx, OutcomeRetried, m, err)
 		c.nak(ctx, d, c.cfg.Backoff.Delay(max(m.Delivery, 1), 0, rand.Float64()), log)
 		return 0, true
 	default:
@@ -207,13 +216,21 @@ func (c *Consumer) work(d Delivery, m *Message, run *handlerRun) idempotency.Wor
 	}
 }
 
-// call runs the handler, turning a panic into a permanent failure.
+// call runs the handler, turning a panic into a permanent failure, and
+// tells the observer how long it ran.
 func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
+	var began time.Time
+	if c.cfg.Observer != nil {
+		began = c.cfg.Clock.Now()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			c.cfg.Logger.Error("consumer: handler panicked", slog.String("consumer", c.cfg.Name),
 				slog.String("key", m.Key), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			err = retry.Permanent(fmt.Errorf("consumer: handler panicked: %v", p))
+		}
+		if c.cfg.Observer != nil {
+			c.observe(ctx, Event{Kind: EventHandled, Key: m.Key, Delivery: m.Delivery, Duration: c.cfg.Clock.Since(began), Err: err})
 		}
 	}()
 	return c.cfg.Handler(ctx, m)

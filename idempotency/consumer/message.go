@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"time"
 )
 
 // Message is one message as a Handler sees it.
@@ -22,6 +23,11 @@ type Message struct {
 	// time. It is 0 when the message runs again from the store, without a
 	// broker delivery (RetryParked, a Reconciler).
 	Delivery int
+	// Published is when the broker took the message, where it says
+	// (JetStream: the stream's timestamp; RabbitMQ: the timestamp
+	// property, if the publisher set it); zero otherwise, and when the
+	// message runs again from the store.
+	Published time.Time
 	// Raw is the broker client's own message (see the adapter), or nil
 	// when the message runs again from the store.
 	Raw any

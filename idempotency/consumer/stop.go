@@ -24,6 +24,7 @@ func (c *Consumer) Decline(ctx context.Context, d Delivery) {
 	m, err := d.Message()
 	if err != nil {
 		_ = d.Nak(context.WithoutCancel(ctx), 0)
+		c.settled(ctx, OutcomeGivenBack, nil, err)
 		return
 	}
 	c.stopped(ctx, d, m, c.request(m, d.Last()))
@@ -35,6 +36,7 @@ func (c *Consumer) Decline(ctx context.Context, d Delivery) {
 func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req idempotency.Request) {
 	if !d.Last() {
 		_ = d.Nak(context.WithoutCancel(grace), 0)
+		c.settled(grace, OutcomeGivenBack, m, nil)
 		return
 	}
 	log := c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
@@ -43,19 +45,23 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 	for attempt := 1; ; attempt++ {
 		owned, err := c.inbox(grace, req, reason)
 		switch {
-		case owned:
+		case owned != "":
+			c.settled(bg, owned, m, err)
 			if aerr := d.Ack(bg); aerr != nil {
 				// The store owns it: a redelivery finds it there.
 				log.Warn("consumer: ack failed", slog.Any("error", aerr))
 			}
 			return
 		case errors.Is(err, idempotency.ErrFingerprintMismatch):
+			c.settled(bg, OutcomeTerminated, m, err)
 			c.term(bg, d, err, func() *slog.Logger { return log })
 			return
 		}
 		if !c.wait(grace, c.cfg.Backoff.Delay(attempt, 0, rand.Float64())) {
 			log.Error("consumer: stopping, and the store cannot take the broker's last delivery; terminating it", slog.Any("error", err))
-			c.term(bg, d, fmt.Errorf("%w (and the store could not take it: %w)", reason, err), func() *slog.Logger { return log })
+			err = fmt.Errorf("%w (and the store could not take it: %w)", reason, err)
+			c.settled(bg, OutcomeTerminated, m, err)
+			c.term(bg, d, err, func() *slog.Logger { return log })
 			return
 		}
 	}
@@ -63,9 +69,11 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 
 // inbox hands the message of req to the store without running it: its
 // execution is parked with reason (ListParked, RetryParked), unless the
-// store already owns it. It reports whether the store owns it: completed,
-// parked, or held by an execution that a Reconciler resumes if it stalls.
-func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason error) (bool, error) {
+// store already owns it. It reports whether the store owns it, as the
+// delivery's outcome ("" when it does not): completed (OutcomeReplayed),
+// parked (OutcomeParked), or held by an execution that a Reconciler
+// resumes if it stalls (OutcomeInProgress).
+func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason error) (Outcome, error) {
 	for tries := 1; ; tries++ {
 		_, err := c.cfg.Runner.Do(ctx, req, func(context.Context, *idempotency.Execution) ([]byte, error) {
 			return nil, idempotency.Park(reason)
@@ -74,25 +82,32 @@ func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason er
 		switch {
 		case errors.Is(err, idempotency.ErrParked):
 			c.stats.parked.Add(1)
-			return true, nil
+			return OutcomeParked, nil
 		case err == nil:
 			// Completed before: this delivery is a duplicate.
 			c.stats.duplicates.Add(1)
-			return true, nil
+			return OutcomeReplayed, nil
 		case errors.As(err, &ip):
 			rec, gerr := c.cfg.Runner.Store().Get(ctx, req.Caller, req.Key)
 			if gerr != nil {
-				return false, errors.Join(err, gerr)
+				return "", errors.Join(err, gerr)
 			}
 			if abandoned(c.cfg.Clock, rec) && tries < abandonedTries && c.wait(ctx, abandonedWait) {
 				// This consumer's own last run failed a moment ago and
 				// left the key to be taken over at once: park it.
 				continue
 			}
-			return rec.State == idempotency.StateCompleted || rec.Parked != "" ||
-				(rec.RecoveryPoint != "" && len(rec.Resume) > 0), err
+			switch {
+			case rec.State == idempotency.StateCompleted:
+				return OutcomeReplayed, err
+			case rec.Parked != "":
+				return OutcomeParked, err
+			case rec.RecoveryPoint != "" && len(rec.Resume) > 0:
+				return OutcomeInProgress, err
+			}
+			return "", err
 		}
-		return false, err
+		return "", err
 	}
 }
 

@@ -1,0 +1,261 @@
+package natsconsumer_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/natsconsumer"
+)
+
+// The stop drill's settings.
+const (
+	drillMessages   = 2000
+	drillChildren   = 2
+	drillOutageAt   = drillMessages * 3 / 10 // effects before the dependency goes down
+	drillGrace      = 3 * time.Second        // the children's StopGrace
+	drillLease      = 2 * time.Second
+	drillAckWait    = 2 * time.Second
+	drillMaxDeliver = 2 // the second delivery is the last
+	// drillStopBound bounds a child's stop, SIGTERM to exit: the grace
+	// period, and as much again for settling what it holds and exiting on
+	// a loaded machine.
+	drillStopBound = 2 * drillGrace
+)
+
+// Two consumer processes, SIGTERMed while their handlers' dependency is
+// down (half its calls fail, half hang), stop within their grace period;
+// a new consumer, a Reconciler and RetryParked (for the last deliveries
+// the stopping ones parked) finish the rest: every one of 2,000 messages
+// has its effect once, with a delivery limit of 2 so that last
+// deliveries happen.
+func TestStopDuringAnOutageLosesNothing(t *testing.T) {
+	_, js := connect(t)
+	stream := newStream(t, js)
+	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: drillMaxDeliver, AckWait: drillAckWait})
+	store, pool, schema := newOutbox(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "CREATE TABLE "+pgx.Identifier{schema, "effects"}.Sanitize()+" (key text NOT NULL)")
+	require.NoError(t, err)
+	for i := range drillMessages {
+		publish(t, js, stream+".orders", drillKey(i), "order "+drillKey(i))
+	}
+	dep := newDependency(t)
+
+	var children []*drillProcess
+	for range drillChildren {
+		children = append(children, startDrillChild(t, schema, stream, dep.srv.URL))
+	}
+	eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
+	dep.setDown(true)
+	for _, c := range children {
+		c.await(t, lineOutage)
+	}
+	for i, took := range stopAll(t, children) {
+		t.Logf("child %d stopped in %v (StopGrace %v): %s", i, took.Round(time.Millisecond), drillGrace, children[i].last)
+		assert.LessOrEqual(t, took, drillStopBound, "child %d's stop", i)
+	}
+	before := countEffects(t, pool, schema)
+	dep.setDown(false)
+
+	budget := retry.DefaultBudget()
+	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
+	c, err := natsconsumer.New(cons, drillConfig(runner, drillHandler(schema, dep.srv.URL, budget), budget))
+	require.NoError(t, err)
+	start(t, c)
+	rec := idempotency.StartReconciler(runner, idempotency.ReconcilerConfig{Interval: 200 * time.Millisecond, Logger: quiet()})
+	t.Cleanup(rec.Stop)
+	retried := awaitEffects(t, c.Consumer, store, pool, schema, func() string {
+		i := info(t, cons)
+		return fmt.Sprintf("%d pending, %d waiting for an ack; ", i.NumPending, i.NumAckPending)
+	}, func() bool {
+		i := info(t, cons)
+		return i.NumPending == 0 && i.NumAckPending == 0
+	})
+	after := countEffects(t, pool, schema)
+	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked messages run again %d", before.all, c.Stats(), retried)
+	assert.Equal(t, drillMessages, after.distinct, "lost")
+	assert.Equal(t, drillMessages, after.all, "duplicated: %v", after.doubled)
+}
+
+func drillKey(i int) string { return fmt.Sprintf("order-%04d", i) }
+
+// drillProcess is a child process of the drill and the lines it printed.
+type drillProcess struct {
+	cmd   *exec.Cmd
+	lines chan string
+	last  string // the last line read
+}
+
+// startDrillChild starts a child consumer process, killed at the end of
+// the test if it still runs, and waits for it to run.
+func startDrillChild(t *testing.T, schema, stream, depURL string) *drillProcess {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), drillChildEnv+"="+schema, drillStreamEnv+"="+stream, drillDependencyEnv+"="+depURL,
+		// Under -race a process sleeps a second at its exit unless told not to.
+		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &drillProcess{cmd: cmd, lines: make(chan string, 16)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	p.await(t, lineRunning)
+	return p
+}
+
+// await waits for the child to print a line starting with prefix.
+func (p *drillProcess) await(t *testing.T, prefix string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("the drill child ended without printing %q", prefix)
+			}
+			p.last = l
+			if strings.HasPrefix(l, prefix) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the drill child did not print %q within a minute", prefix)
+		}
+	}
+}
+
+// stopAll sends SIGTERM to every child at once, and returns how long each
+// took to exit, which it must do cleanly having printed lineStopped.
+func stopAll(t *testing.T, children []*drillProcess) []time.Duration {
+	took := make([]time.Duration, len(children))
+	stopped := make([]bool, len(children))
+	done := make(chan struct{}, len(children))
+	for i, c := range children {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			begin := time.Now()
+			if c.cmd.Process.Signal(syscall.SIGTERM) != nil {
+				return
+			}
+			for l := range c.lines { // until its stdout closes: it exited
+				c.last = l
+				stopped[i] = stopped[i] || strings.HasPrefix(l, lineStopped)
+			}
+			_ = c.cmd.Wait()
+			took[i] = time.Since(begin)
+		}()
+	}
+	for range children {
+		<-done
+	}
+	for i, c := range children {
+		require.True(t, stopped[i] && c.cmd.ProcessState != nil && c.cmd.ProcessState.Success(),
+			"child %d exited with %v, its last line %q", i, c.cmd.ProcessState, c.last)
+	}
+	return took
+}
+
+// retryParked runs every parked message of c again, and returns how many.
+func retryParked(t *testing.T, c *consumer.Consumer) int {
+	t.Helper()
+	ctx := context.Background()
+	recs, err := c.ListParked(ctx, "", 0)
+	require.NoError(t, err)
+	for _, r := range recs {
+		require.NoError(t, c.RetryParked(ctx, r.Key), "RetryParked %s (parked: %s)", r.Key, r.Parked)
+	}
+	return len(recs)
+}
+
+// effectCount is what the effects table holds.
+type effectCount struct {
+	all, distinct int
+	doubled       []string // keys with more than one effect
+	keys          map[string]bool
+}
+
+// awaitEffects waits until every drill message has its effect and the
+// broker is settled, running the parked messages again as it waits, and
+// returns how many it ran; after two minutes it fails the test with what
+// became of the messages without an effect (and what broker says).
+func awaitEffects(t *testing.T, c *consumer.Consumer, store idempotency.Store, pool *pgxpool.Pool, schema string, broker func() string, settled func() bool) int {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	retried := 0
+	for range tick.C {
+		retried += retryParked(t, c)
+		n := countEffects(t, pool, schema)
+		if n.distinct == drillMessages && settled() {
+			return retried
+		}
+		if time.Now().Before(deadline) {
+			continue
+		}
+		var missing []string
+		for i := range drillMessages {
+			if key := drillKey(i); !n.keys[key] {
+				missing = append(missing, key)
+			}
+		}
+		report := fmt.Sprintf("%d effects for %d of %d messages; %sthe new consumer %+v; without an effect (%d):",
+			n.all, n.distinct, drillMessages, broker(), c.Stats(), len(missing))
+		for _, key := range missing[:min(len(missing), 10)] {
+			rec, err := store.Get(context.Background(), c.Caller(), key)
+			report += fmt.Sprintf("\n  %s: %+v %v", key, rec, err)
+		}
+		t.Fatal(report)
+	}
+	return retried
+}
+
+func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT key, count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
+	require.NoError(t, err)
+	defer rows.Close()
+	n := effectCount{keys: make(map[string]bool)}
+	for rows.Next() {
+		var (
+			key string
+			k   int
+		)
+		require.NoError(t, rows.Scan(&key, &k))
+		n.all += k
+		n.distinct++
+		n.keys[key] = true
+		if k > 1 {
+			n.doubled = append(n.doubled, key)
+		}
+	}
+	require.NoError(t, rows.Err())
+	return n
+}
