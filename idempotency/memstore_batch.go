@@ -5,16 +5,32 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/benbjohnson/clock"
 )
 
-var _ BatchStore = (*MemoryStore)(nil)
+var _ BatchStore = (*MemoryBatchStore)(nil)
+
+// MemoryBatchStore is a MemoryStore that is also a BatchStore, for tests
+// and examples of batched work (a consumer's). It is a type of its own so
+// that a Store which embeds a MemoryStore (a TxStore made of one, say) does
+// not claim batches whose members cannot carry its local writes.
+type MemoryBatchStore struct {
+	*MemoryStore
+}
+
+// NewMemoryBatchStore returns an empty MemoryBatchStore reading time from
+// clk (nil: the system clock).
+func NewMemoryBatchStore(clk clock.Clock) *MemoryBatchStore {
+	return &MemoryBatchStore{MemoryStore: NewMemoryStore(clk)}
+}
 
 // errBatchClosed is returned by the methods of a closed batch.
 var errBatchClosed = errors.New("idempotency: the batch is closed")
 
 // ClaimBatch implements BatchStore: each request is claimed as Claim
 // claims it.
-func (s *MemoryStore) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]Claim, error) {
+func (s *MemoryBatchStore) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]Claim, error) {
 	claims := make([]Claim, len(reqs))
 	for i, req := range reqs {
 		c, err := s.Claim(ctx, req)
@@ -28,11 +44,11 @@ func (s *MemoryStore) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]Cl
 
 // BeginBatch implements BatchStore. The memory store has no local writes
 // to carry: a batch holds the outcomes until Commit stores them.
-func (s *MemoryStore) BeginBatch(ctx context.Context) (BatchTx, error) {
+func (s *MemoryBatchStore) BeginBatch(ctx context.Context) (BatchTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &memBatch{s: s}, nil
+	return &memBatch{s: s.MemoryStore}, nil
 }
 
 // memBatch is a MemoryStore's BatchTx.

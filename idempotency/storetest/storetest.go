@@ -182,4 +182,9 @@ var cases = []struct {
 	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
 	{"TxRollback", testTxRollback},
 	{"TxFailedStatementRollsBack", testTxFailedStatementRollsBack},
+	{"BatchClaim", testBatchClaim},
+	{"BatchCommit", testBatchCommit},
+	{"BatchLostLease", testBatchLostLease},
+	{"BatchClose", testBatchClose},
+	{"BatchFailedStatement", testBatchFailedStatement},
 }
