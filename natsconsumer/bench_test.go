@@ -40,7 +40,7 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	if _, err := pool.Exec(context.Background(), "CREATE TABLE "+table+" (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"); err != nil {
 		b.Fatal(err)
 	}
-	var plain, plainPG, mem, pg float64
+	var plain, plainPG, mem, pg, pgBatched, pgLimit float64
 	for i := 0; i < b.N; i++ {
 		plain += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
 			return plainConsumer(cons, done)
@@ -57,6 +57,11 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 			return oursConsumer(b, cons, idempotency.NewRunner(nil), done)
 		})
 		pg += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
+			return oursConsumer(b, cons, idempotency.NewRunner(unbatched{store}), done)
+		})
+		b.StopTimer()
+		pgLimit += batchLimit(b, store, i)
+		pgBatched += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
 			return oursConsumer(b, cons, idempotency.NewRunner(store), done)
 		})
 	}
@@ -68,8 +73,16 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 	b.ReportMetric(mem/plain, "memory/plain")
 	b.ReportMetric(pg/plain, "pgstore/plain")
 	b.ReportMetric(pg/plainPG, "pgstore/plain+insert")
+	b.ReportMetric(pgBatched/n, "ours-pgstore-batched-msgs/s")
+	b.ReportMetric(pgLimit/n, "pgstore-batch-limit-msgs/s")
+	b.ReportMetric(pgBatched/plain, "pgstore-batched/plain")
+	b.ReportMetric(pgBatched/plainPG, "pgstore-batched/plain+insert")
 	b.ReportMetric(0, "ns/op")
 }
+
+// unbatched is a TxStore that hides the store's batches: ours as it was
+// before them, two commits per message.
+type unbatched struct{ idempotency.TxStore }
 
 // benchRun publishes benchMessages messages to a fresh stream, runs the
 // consumer that mk makes until it handled them all, and returns its rate.

@@ -23,21 +23,29 @@ const memberSavepoint = "eo_batch_member"
 // errBatchClosed is returned by the methods of a closed batch.
 var errBatchClosed = errors.New("pgstore: the batch is closed")
 
-// ClaimBatch claims every request as Claim does, with the claim statements
-// pipelined in one round trip and one transaction (one commit). A request
-// that a concurrent claim raced (its statement found no row) is claimed
-// again alone. When a statement fails, nothing of the batch is claimed.
-// The statements run in the order of the requests' caller and key, so two
-// batches claiming the same keys take their rows' locks in one order.
+// ClaimBatch claims every request as Claim does, all in one statement
+// (one round trip, one commit). A request that a concurrent claim raced
+// (the statement changed nothing for it), or whose key came earlier in the
+// batch, is claimed again alone afterwards. The keys' rows are locked in
+// the order of their caller and key, so two batches claiming the same
+// keys take the locks in one order.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
 	for _, req := range reqs {
 		if req.Lease <= 0 || req.TTL <= 0 {
 			return nil, idempotency.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 		}
 	}
-	order := make([]int, len(reqs))
-	for i := range order {
-		order[i] = i
+	first := make(map[recordKey]int, len(reqs))
+	var again []int // claimed alone afterwards
+	order := make([]int, 0, len(reqs))
+	for i, req := range reqs {
+		p := recordKey{req.Caller, req.Key}
+		if _, dup := first[p]; dup {
+			again = append(again, i)
+			continue
+		}
+		first[p] = i
+		order = append(order, i)
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		if c := strings.Compare(reqs[a].Caller, reqs[b].Caller); c != 0 {
@@ -45,32 +53,45 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 		}
 		return strings.Compare(reqs[a].Key, reqs[b].Key)
 	})
-	b := &pgx.Batch{}
-	for _, i := range order {
+	n := len(order)
+	callers, keys, fps, resumes, points := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	leases, ttls := make([]int64, n), make([]int64, n)
+	for j, i := range order {
 		req := reqs[i]
-		b.Queue(s.q.claim, []byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint), req.Lease.Microseconds(),
-			req.TTL.Microseconds(), req.Resume, s.now(), []byte(req.Point))
+		callers[j], keys[j], fps[j] = []byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint)
+		leases[j], ttls[j], resumes[j], points[j] = req.Lease.Microseconds(), req.TTL.Microseconds(), req.Resume, []byte(req.Point)
 	}
 	claims := make([]idempotency.Claim, len(reqs))
-	var raced []int
-	br := s.pool.SendBatch(ctx, b)
-	for _, i := range order {
-		var claimed bool
-		rec, err := scanRecord(br.QueryRow(), &claimed)
-		if errors.Is(err, pgx.ErrNoRows) {
-			raced = append(raced, i)
-			continue
-		}
-		if err != nil {
-			_ = br.Close()
-			return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
-		}
-		claims[i] = idempotency.Claim{Outcome: outcome(claimed, rec, reqs[i].Fingerprint), Record: rec}
-	}
-	if err := br.Close(); err != nil {
+	answered := make([]bool, len(reqs))
+	rows, err := s.pool.Query(ctx, s.bq.claim, callers, keys, fps, leases, ttls, resumes, points, s.now())
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
 	}
-	for _, i := range raced {
+	for rows.Next() {
+		var claimed bool
+		rec, err := scanRecord(rows, &claimed)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
+		}
+		i, ok := first[recordKey{rec.Caller, rec.Key}]
+		if !ok || answered[i] {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: claim batch: an answer for a key not asked for once")
+		}
+		answered[i] = true
+		claims[i] = idempotency.Claim{Outcome: outcome(claimed, rec, reqs[i].Fingerprint), Record: rec}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
+	}
+	for _, i := range order {
+		if !answered[i] {
+			again = append(again, i)
+		}
+	}
+	slices.Sort(again)
+	for _, i := range again {
 		c, err := s.Claim(ctx, reqs[i])
 		if err != nil {
 			return nil, err
@@ -156,41 +177,48 @@ func (b *pgBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 	if len(pending) == 0 && b.conn == nil {
 		return results, nil
 	}
-	q := &pgx.Batch{}
-	for _, c := range pending {
-		q.Queue(b.s.q.complete, []byte(c.f.Caller), []byte(c.f.Key), c.f.Attempt, c.response, c.f.Generation, b.s.now())
+	n := len(pending)
+	callers, keys, responses := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	attempts, generations := make([]int64, n), make([]int64, n)
+	for i, c := range pending {
+		callers[i], keys[i], responses[i] = []byte(c.f.Caller), []byte(c.f.Key), c.response
+		attempts[i], generations[i] = c.f.Attempt, c.f.Generation
 	}
-	var br pgx.BatchResults
-	if b.conn != nil {
-		q.Queue("COMMIT")
-		br = b.conn.SendBatch(ctx, q)
-	} else {
-		// One implicit transaction: the statements of a pipeline before
-		// its sync commit together.
-		br = b.s.pool.SendBatch(ctx, q)
-	}
-	tags := make([]pgconn.CommandTag, len(pending))
+	stored := make(map[recordKey]bool, n)
 	var err error
-	for i := range pending {
-		if tags[i], err = br.Exec(); err != nil {
-			break
+	if b.conn == nil {
+		// One statement, committed on its own.
+		rows, qerr := b.s.pool.Query(ctx, b.s.bq.complete, callers, keys, attempts, responses, generations, b.s.now())
+		err = readStored(rows, qerr, stored)
+	} else {
+		// The members' savepoints are in the transaction: the update and
+		// COMMIT in one round trip.
+		q := &pgx.Batch{}
+		if n > 0 {
+			q.Queue(b.s.bq.complete, callers, keys, attempts, responses, generations, b.s.now())
 		}
+		q.Queue("COMMIT")
+		br := b.conn.SendBatch(ctx, q)
+		if n > 0 {
+			rows, qerr := br.Query()
+			err = readStored(rows, qerr, stored)
+		}
+		var commit pgconn.CommandTag
+		if err == nil {
+			commit, err = br.Exec()
+		}
+		err = errors.Join(err, br.Close())
+		if err == nil && commit.String() == "ROLLBACK" {
+			err = fmt.Errorf("%w: %w", idempotency.ErrTxFailed, pgx.ErrTxCommitRollback)
+		}
+		b.end(ctx, err != nil)
 	}
-	var commit pgconn.CommandTag
-	if err == nil && b.conn != nil {
-		commit, err = br.Exec()
-	}
-	err = errors.Join(err, br.Close())
-	if err == nil && b.conn != nil && commit.String() == "ROLLBACK" {
-		err = fmt.Errorf("%w: %w", idempotency.ErrTxFailed, pgx.ErrTxCommitRollback)
-	}
-	b.end(ctx, err != nil)
 	if err != nil {
 		return fail(fmt.Errorf("pgstore: batch commit: %w", classify(err)))
 	}
-	for i, c := range pending {
+	for _, c := range pending {
 		var cerr error
-		if tags[i].RowsAffected() == 0 {
+		if !stored[recordKey{c.f.Caller, c.f.Key}] {
 			cerr = idempotency.ErrLeaseLost
 		}
 		results = append(results, idempotency.BatchResult{Fence: c.f, Err: cerr})
@@ -199,6 +227,26 @@ func (b *pgBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 		results = append(results, idempotency.BatchResult{Fence: f})
 	}
 	return results, nil
+}
+
+// recordKey is a record's caller and key.
+type recordKey struct{ caller, key string }
+
+// readStored reads the records the set-based completion stored (rows, or
+// the query's error) into stored.
+func readStored(rows pgx.Rows, err error, stored map[recordKey]bool) error {
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var caller, key []byte
+		if err := rows.Scan(&caller, &key); err != nil {
+			return err
+		}
+		stored[recordKey{string(caller), string(key)}] = true
+	}
+	return rows.Err()
 }
 
 // Close rolls back what was not committed and ends the batch.

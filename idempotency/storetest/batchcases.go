@@ -68,6 +68,7 @@ func testBatchClaim(t *testing.T, h Harness) {
 		claimReq("alice", "done", "other"),
 		claimReq("bob", "new", "fp"),
 		started,
+		claimReq("alice", "new", "fp"), // twice in one batch: the second finds the first
 	}
 	claims, err := bs.ClaimBatch(ctx, reqs)
 	noErr(t, "ClaimBatch", err)
@@ -75,7 +76,7 @@ func testBatchClaim(t *testing.T, h Harness) {
 		t.Fatalf("ClaimBatch returned %d claims for %d requests", len(claims), len(reqs))
 	}
 	want := []idempotency.ClaimOutcome{idempotency.ClaimCreated, idempotency.ClaimCompleted, idempotency.ClaimInProgress,
-		idempotency.ClaimMismatch, idempotency.ClaimCreated, idempotency.ClaimCreated}
+		idempotency.ClaimMismatch, idempotency.ClaimCreated, idempotency.ClaimCreated, idempotency.ClaimInProgress}
 	for i, c := range claims {
 		if c.Outcome != want[i] {
 			t.Fatalf("ClaimBatch request %d (%s/%s) outcome = %s, want %s", i, reqs[i].Caller, reqs[i].Key, outcomeName(c.Outcome), outcomeName(want[i]))
