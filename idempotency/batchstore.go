@@ -35,7 +35,9 @@ type BatchTx interface {
 	// Its Complete checks the fence and adds the outcome to the batch, and
 	// returns nil when it will be committed with the batch (or an error
 	// matching ErrLeaseLost or ErrTxFailed, with nothing of it kept); the
-	// outcome and the local writes become durable at Commit, not before.
+	// outcome and the local writes become durable together, at Commit (a
+	// store may commit an execution that wrote locally on its own, at its
+	// Complete, as mysqlstore does; Commit then reports it stored).
 	Begin(ctx context.Context, f Fence) (Tx, error)
 	// Commit makes durable, in one commit, the executions whose Complete
 	// returned nil since the last Commit, and reports each: Err nil when
