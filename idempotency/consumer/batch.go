@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/benbjohnson/clock"
@@ -40,12 +41,22 @@ func (b *batcher) add(d Delivery) {
 	b.wg.Go(b.claimLoop)
 }
 
+// limit is the most deliveries of one batch: half the consumer's
+// slots, so that one batch's claim overlaps another's handlers and commit.
+func (b *batcher) limit() int { return max(1, b.c.cfg.MaxInFlight/2) }
+
 // claimLoop starts groups of the queued deliveries until none is left.
 func (b *batcher) claimLoop() {
 	for {
 		b.mu.Lock()
 		ds := b.queue
-		b.queue = nil
+		if len(ds) > b.limit() {
+			// The rest form the next batch, whose claim goes out while
+			// this one runs and commits: two batches in flight.
+			ds, b.queue = ds[:b.limit()], slices.Clone(ds[b.limit():])
+		} else {
+			b.queue = nil
+		}
 		if len(ds) == 0 {
 			b.claiming = false
 			b.mu.Unlock()

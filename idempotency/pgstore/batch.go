@@ -24,7 +24,20 @@ const memberSavepoint = "eo_batch_member"
 var errBatchClosed = errors.New("pgstore: the batch is closed")
 
 // ClaimBatch claims every request as Claim does, all in one statement
-// (one round trip, one commit). A request that a concurrent claim raced
+// (one round trip, one commit).
+//
+// Unless a request carries a recovery point (Point: the started mark of a
+// broker's last delivery, which the store owns from its claim on), the
+// claims commit without waiting for the write-ahead log to reach the disk
+// (synchronous_commit off for their transaction): other sessions see them
+// at once, as usual, and they become durable with the first write after
+// them that waits for the disk (a recovery point, the outcome, whose
+// flush takes every earlier record of the log along). A database crash
+// before that loses only claims whose executions stored nothing: the
+// messages are still the broker's, delivered again, and claimed again,
+// as after a crash that kept them an execution would be taken over.
+//
+// A request that a concurrent claim raced
 // (the statement changed nothing for it), or whose key came earlier in the
 // batch, is claimed again alone afterwards. The keys' rows are locked in
 // the order of their caller and key, so two batches claiming the same
@@ -63,26 +76,27 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 	}
 	claims := make([]idempotency.Claim, len(reqs))
 	answered := make([]bool, len(reqs))
-	rows, err := s.pool.Query(ctx, s.bq.claim, callers, keys, fps, leases, ttls, resumes, points, s.now())
+	durable := false
+	for _, req := range reqs {
+		durable = durable || req.Point != ""
+	}
+	err := s.claimAll(ctx, durable, []any{callers, keys, fps, leases, ttls, resumes, points, s.now()}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var claimed bool
+			rec, err := scanRecord(rows, &claimed)
+			if err != nil {
+				return err
+			}
+			i, ok := first[recordKey{rec.Caller, rec.Key}]
+			if !ok || answered[i] {
+				return errors.New("an answer for a key not asked for once")
+			}
+			answered[i] = true
+			claims[i] = idempotency.Claim{Outcome: outcome(claimed, rec, reqs[i].Fingerprint), Record: rec}
+		}
+		return rows.Err()
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
-	}
-	for rows.Next() {
-		var claimed bool
-		rec, err := scanRecord(rows, &claimed)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
-		}
-		i, ok := first[recordKey{rec.Caller, rec.Key}]
-		if !ok || answered[i] {
-			rows.Close()
-			return nil, fmt.Errorf("pgstore: claim batch: an answer for a key not asked for once")
-		}
-		answered[i] = true
-		claims[i] = idempotency.Claim{Outcome: outcome(claimed, rec, reqs[i].Fingerprint), Record: rec}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim batch: %w", classify(err))
 	}
 	for _, i := range order {
@@ -99,6 +113,56 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 		claims[i] = c
 	}
 	return claims, nil
+}
+
+// claimAll runs the batch's claim statement with args and reads its rows
+// with read. Unless durable, its transaction commits without waiting for
+// the write-ahead log to reach the disk (synchronous_commit off): see
+// ClaimBatch.
+func (s *Store) claimAll(ctx context.Context, durable bool, args []any, read func(pgx.Rows) error) error {
+	if durable {
+		rows, err := s.pool.Query(ctx, s.bq.claim, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return read(rows)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	q := &pgx.Batch{}
+	q.Queue("BEGIN")
+	q.Queue("SET LOCAL synchronous_commit TO off")
+	q.Queue(s.bq.claim, args...)
+	q.Queue("COMMIT")
+	br := conn.SendBatch(ctx, q)
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			err = read(rows)
+			rows.Close()
+			err = errors.Join(err, rows.Err())
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	err = errors.Join(err, br.Close())
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return err
 }
 
 // BeginBatch opens a batch of completions. It sends nothing to the server
