@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -35,7 +36,11 @@ var errBatchClosed = errors.New("pgstore: the batch is closed")
 // flush takes every earlier record of the log along). A database crash
 // before that loses only claims whose executions stored nothing: the
 // messages are still the broker's, delivered again, and claimed again,
-// as after a crash that kept them an execution would be taken over.
+// as after a crash that kept them an execution would be taken over. The
+// generation of a record a batch creates is mixed with a random value of
+// the batch, so that the sequence values such a crash hands out again
+// never make a new record look like a lost one to the fence of an
+// execution that outlived the crash.
 //
 // A request that a concurrent claim raced
 // (the statement changed nothing for it), or whose key came earlier in the
@@ -80,7 +85,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 	for _, req := range reqs {
 		durable = durable || req.Point != ""
 	}
-	err := s.claimAll(ctx, durable, []any{callers, keys, fps, leases, ttls, resumes, points, s.now()}, func(rows pgx.Rows) error {
+	err := s.claimAll(ctx, durable, []any{callers, keys, fps, leases, ttls, resumes, points, s.now(), generationMask()}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var claimed bool
 			rec, err := scanRecord(rows, &claimed)
@@ -113,6 +118,12 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 		claims[i] = c
 	}
 	return claims, nil
+}
+
+// generationMask is a random value with bit 62 set (and bit 63 clear),
+// which the generations of a batch's new records are mixed with.
+func generationMask() int64 {
+	return int64(rand.Uint64()>>2 | 1<<62)
 }
 
 // claimAll runs the batch's claim statement with args and reads its rows

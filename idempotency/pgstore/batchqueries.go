@@ -22,7 +22,12 @@ func buildBatchQueries(schema string) batchQueries {
 		// of r: the requests, one per key (no key twice), given as
 		// arrays in the order of their key's hash. A request whose
 		// statement changed nothing is missing from the answer; ClaimBatch
-		// claims it again alone.
+		// claims it again alone. A new record's generation is the
+		// sequence's next value mixed (XOR) with $9, a random value of the
+		// batch with bit 62 set: distinct within the batch, never 0, and
+		// not drawn again after a database crash that lost the claim and
+		// the sequence's advance with it (see ClaimBatch), but for a
+		// chance of one in 2^62.
 		claim: r.Replace(`WITH n AS MATERIALIZED (
 	SELECT clock_timestamp() + $8::bigint * interval '1 microsecond' AS t
 ), r AS (
@@ -35,7 +40,7 @@ func buildBatchQueries(schema string) batchQueries {
 		ON k.key_hash = sha256(sha256(r.caller) || r.key) AND k.caller = r.caller AND k.key = r.key, n
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
-	SELECT r.caller, r.key, r.fingerprint, 1, 1, nextval(__GENERATION_SEQ__),
+	SELECT r.caller, r.key, r.fingerprint, 1, 1, nextval(__GENERATION_SEQ__) # $9::bigint,
 		n.t + r.lease * interval '1 microsecond', COALESCE(r.point, ''), NULL, NULL, r.resume, NULL,
 		n.t, n.t + r.ttl * interval '1 microsecond'
 	FROM r, n
