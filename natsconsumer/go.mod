@@ -6,11 +6,16 @@ require github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
 
 replace (
 	github.com/exactlyonce/retry => ../
+	github.com/exactlyonce/retry/idempotency/mysqlstore => ../idempotency/mysqlstore
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
+	github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
+	github.com/exactlyonce/retry/idempotency/storetest/linearize => ../idempotency/storetest/linearize
 )
 
 require (
 	github.com/exactlyonce/retry v0.0.0
+	github.com/exactlyonce/retry/idempotency/mysqlstore v0.0.0
+	github.com/exactlyonce/retry/idempotency/redisstore v0.0.0
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.56.0
@@ -27,8 +32,6 @@ require (
 
 require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
-	github.com/exactlyonce/retry/idempotency/mysqlstore v0.0.0
-	github.com/exactlyonce/retry/idempotency/redisstore v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -43,9 +46,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
-
-replace github.com/exactlyonce/retry/idempotency/mysqlstore => ../idempotency/mysqlstore
-
-replace github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
-
-replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../idempotency/storetest/linearize
