@@ -1,6 +1,7 @@
 package mysqlstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -115,6 +116,12 @@ func (s *Store) createMany(ctx context.Context, now int64, reqs []idempotency.Cl
 	if len(idx) == 0 {
 		return true, nil
 	}
+	// In the order of their primary key, so that two batches inserting
+	// the same keys take their locks in one order.
+	idx = slices.Clone(idx)
+	slices.SortFunc(idx, func(a, b int) int {
+		return bytes.Compare(recordID(reqs[a].Caller, reqs[a].Key), recordID(reqs[b].Caller, reqs[b].Key))
+	})
 	recs := make([]idempotency.Record, len(idx))
 	args := make([]any, 0, 10*len(idx))
 	for j, i := range idx {

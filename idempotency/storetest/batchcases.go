@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/exactlyonce/retry/idempotency"
@@ -306,5 +308,67 @@ func testBatchFailedStatement(t *testing.T, h Harness) {
 	batchWritten(t, h, "a2", false)
 	if g := get(t, ts, "alice", "a"); g.State != idempotency.StateInProgress || g.Attempt != ra.Attempt {
 		t.Fatalf("the failed member's record: %+v", g)
+	}
+}
+
+func testBatchClaimRace(t *testing.T, h Harness) {
+	bs := batchStore(t, h)
+	const (
+		racers = 4
+		keys   = 20
+	)
+	created := make([][keys]int, racers)
+	errs := make(chan error, racers)
+	var wg sync.WaitGroup
+	for r := range racers {
+		wg.Go(func() {
+			reqs := make([]idempotency.ClaimRequest, keys)
+			for i := range reqs {
+				// Each racer in another order.
+				k := (i*(2*r+1) + r) % keys
+				reqs[i] = claimReq("alice", fmt.Sprintf("k%02d", k), "fp")
+			}
+			claims, err := bs.ClaimBatch(context.Background(), reqs)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for i, c := range claims {
+				var k int
+				_, _ = fmt.Sscanf(reqs[i].Key, "k%02d", &k)
+				switch c.Outcome {
+				case idempotency.ClaimCreated:
+					created[r][k]++
+				case idempotency.ClaimInProgress:
+				default:
+					errs <- fmt.Errorf("racer %d: %s: outcome %s", r, reqs[i].Key, outcomeName(c.Outcome))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		// A batch may fail as a whole (a deadlock between two batches'
+		// inserts): its keys are then claimed by the others, or by no one.
+		t.Logf("ClaimBatch: %v", err)
+		failed++
+	}
+	if failed == racers {
+		t.Fatal("every racing ClaimBatch failed")
+	}
+	for k := range keys {
+		n := 0
+		for r := range racers {
+			n += created[r][k]
+		}
+		if n > 1 {
+			t.Fatalf("k%02d created %d times by racing batches", k, n)
+		}
+		if n == 0 && failed == 0 {
+			t.Fatalf("k%02d created by no batch", k)
+		}
 	}
 }

@@ -183,6 +183,7 @@ var cases = []struct {
 	{"TxRollback", testTxRollback},
 	{"TxFailedStatementRollsBack", testTxFailedStatementRollsBack},
 	{"BatchClaim", testBatchClaim},
+	{"BatchClaimRace", testBatchClaimRace},
 	{"BatchCommit", testBatchCommit},
 	{"BatchLostLease", testBatchLostLease},
 	{"BatchClose", testBatchClose},
