@@ -237,25 +237,14 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 // the lease runs out (context.DeadlineExceeded) and when the work returns
 // (context.Canceled). A work that needs longer than its lease must Extend it.
 func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error) {
-	if req.Key == "" {
-		return Result{}, errEmptyKey
-	}
-	cr := ClaimRequest{
-		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
-		Lease: r.lease, TTL: r.ttl,
-	}
-	if req.Work != "" {
-		if work == nil {
-			if work = r.registered(req.Work); work == nil {
-				return Result{}, Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
-			}
-		}
-		cr.Resume = encodeResume(req.Work, req.Input)
-		if req.StartedAtClaim {
-			cr.Point = startedPoint
-		}
-	} else if req.StartedAtClaim {
-		return Result{}, errStartedWithoutWork
+	return r.do(ctx, req, work, r.txBegin())
+}
+
+// do is Do, with the executions' transactions begun by begin (nil: none).
+func (r *Runner) do(ctx context.Context, req Request, work Work, begin txBeginner) (Result, error) {
+	cr, work, err := r.claimRequest(req, work)
+	if err != nil {
+		return Result{}, err
 	}
 	claimed := r.clock.Now() // the lease runs from here
 	c, err := r.store.Claim(ctx, cr)
@@ -273,12 +262,58 @@ func (r *Runner) Do(ctx context.Context, req Request, work Work) (Result, error)
 		r.observe(ctx, OutcomeFailed, req.Caller, req.Key, 0, err)
 		return Result{}, err
 	}
-	return r.claimed(ctx, c, claimed, work, OutcomeExecuted)
+	return r.claimedWith(ctx, c, claimed, work, OutcomeExecuted, begin)
+}
+
+// claimRequest checks req and returns the claim it makes and the work to
+// run (work, or the registered one).
+func (r *Runner) claimRequest(req Request, work Work) (ClaimRequest, Work, error) {
+	if req.Key == "" {
+		return ClaimRequest{}, nil, errEmptyKey
+	}
+	cr := ClaimRequest{
+		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
+		Lease: r.lease, TTL: r.ttl,
+	}
+	if req.Work != "" {
+		if work == nil {
+			if work = r.registered(req.Work); work == nil {
+				return ClaimRequest{}, nil, Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
+			}
+		}
+		cr.Resume = encodeResume(req.Work, req.Input)
+		if req.StartedAtClaim {
+			cr.Point = startedPoint
+		}
+	} else if req.StartedAtClaim {
+		return ClaimRequest{}, nil, errStartedWithoutWork
+	}
+	return cr, work, nil
+}
+
+// txBeginner begins the transaction of one execution: a TxStore, or a
+// BatchTx.
+type txBeginner interface {
+	Begin(ctx context.Context, f Fence) (Tx, error)
+}
+
+// txBegin returns the Runner's TxStore as a txBeginner, or nil.
+func (r *Runner) txBegin() txBeginner {
+	if r.tx == nil {
+		return nil
+	}
+	return r.tx
 }
 
 // claimed answers a claim: it replays, refuses or runs work; executed is
 // the outcome to report when the work runs on a new claim.
-func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work Work, executed Outcome) (res Result, err error) {
+func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work Work, executed Outcome) (Result, error) {
+	return r.claimedWith(ctx, c, claimed, work, executed, r.txBegin())
+}
+
+// claimedWith is claimed, with the execution's transaction begun by begin
+// (nil: none).
+func (r *Runner) claimedWith(ctx context.Context, c Claim, claimed time.Time, work Work, executed Outcome, begin txBeginner) (res Result, err error) {
 	rec := &c.Record
 	out := executed
 	switch c.Outcome {
@@ -292,7 +327,7 @@ func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work W
 		if c.Outcome == ClaimTakenOver && executed == OutcomeExecuted {
 			out = OutcomeTakenOver
 		}
-		res, err = r.execute(ctx, c, claimed, work)
+		res, err = r.execute(ctx, c, claimed, work, begin)
 		switch {
 		case errors.Is(err, ErrRejected):
 			out = OutcomeRejected
@@ -306,8 +341,9 @@ func (r *Runner) claimed(ctx context.Context, c Claim, claimed time.Time, work W
 	return res, err
 }
 
-// execute runs work for the execution that owns c, claimed at claimed.
-func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work Work) (res Result, err error) {
+// execute runs work for the execution that owns c, claimed at claimed, in
+// a transaction begun by begin (nil: none).
+func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work Work, begin txBeginner) (res Result, err error) {
 	e, err := newExecution(r, c)
 	if err != nil {
 		return Result{}, err
@@ -328,8 +364,8 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 	defer e.ctx.stop()
 	wctx := context.WithValue(e.ctx, execKey{}, e)
 	var tx Tx
-	if r.tx != nil {
-		if tx, err = r.tx.Begin(wctx, f); err != nil {
+	if begin != nil {
+		if tx, err = begin.Begin(wctx, f); err != nil {
 			r.abandon(bg, e)
 			return Result{}, fmt.Errorf("idempotency: begin: %w", err)
 		}

@@ -110,6 +110,17 @@
 // Work may park its own execution (Park) when it fails in a way that
 // repeating will not mend: a queue consumer's poison message, say.
 //
+// # Batches
+//
+// A Store that is also a BatchStore (the PostgreSQL, MySQL and Redis
+// stores, MemoryBatchStore) does the durable work of many executions at
+// once: Runner.StartBatch claims the keys of many requests in one store
+// operation, Batch.Do runs each as Do would, and Batch.Commit stores their
+// outcomes (with their local writes, on PostgreSQL each in a savepoint of
+// its own) in one commit. Every guarantee of Do holds for each execution;
+// only its outcome becomes durable at the Commit after it. A queue
+// consumer (package consumer) batches the messages it takes together.
+//
 // # Transactions
 //
 // When the Store is also a TxStore (as the PostgreSQL store is), the Work

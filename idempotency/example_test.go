@@ -174,3 +174,41 @@ func ExampleReconcile() {
 	// resumed 1
 	// sent (replayed: true)
 }
+
+// A Runner on a BatchStore does the durable work of many requests at
+// once: StartBatch claims all their keys in one store operation, each Do
+// runs one request's work, and Commit stores their outcomes in one
+// commit. A queue consumer does this for the messages of one fetch.
+func ExampleRunner_StartBatch() {
+	ctx := context.Background()
+	runner := idempotency.NewRunner(idempotency.NewMemoryBatchStore(nil))
+	reqs := []idempotency.Request{
+		{Caller: "orders", Key: "order-1", Fingerprint: "v1:a"},
+		{Caller: "orders", Key: "order-2", Fingerprint: "v1:b"},
+	}
+	batch, err := runner.StartBatch(ctx, reqs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer batch.Close(ctx)
+	for i := range reqs {
+		// Concurrently in a consumer; a nil error here means the outcome
+		// waits for Commit.
+		_, err := batch.Do(ctx, i, func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return []byte("shipped " + reqs[i].Key), nil
+		})
+		fmt.Println(reqs[i].Key, "ran:", err)
+	}
+	for i, err := range batch.Commit(ctx) {
+		fmt.Println(reqs[i].Key, "stored:", err)
+	}
+	res, _ := runner.Do(ctx, reqs[0], nil)
+	fmt.Println("again:", string(res.Response), res.Replayed)
+	// Unordered output:
+	// order-1 ran: <nil>
+	// order-2 ran: <nil>
+	// order-1 stored: <nil>
+	// order-2 stored: <nil>
+	// again: shipped order-1 true
+}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -26,48 +25,65 @@ const benchInFlight = 64
 // BenchmarkConsumerThroughput measures, in one run, how many messages a
 // second a plain JetStream consumer (Consume, acking after a no-op
 // handler, as many in flight as ours) takes, and how many ours takes with
-// a no-op handler on the memory store and on PostgreSQL (pgstore), with
-// their ratios to the plain one: what exactly-once costs. Ours on
-// PostgreSQL commits twice per message (the claim, the outcome), so it is
-// also compared with the plain consumer whose handler commits one row per
-// message (plain+insert): the database's commit rate bounds both. Each
-// consumer gets a fresh stream of benchMessages messages with Nats-Msg-Id
-// set.
+// a no-op handler on the memory store and on each durable store, with
+// their ratios to the plain one: what exactly-once costs. On a durable
+// store ours runs unbatched (two commits per message: the claim, the
+// outcome) and batched (the store's BatchStore: the claims of the
+// messages taken together in one statement, their outcomes in one
+// commit), and is compared with the plain consumer whose handler commits
+// one row per message to the same database (plain+<db>): the database's
+// commit rate bounds it. Beside them, the store's own limit for the
+// batched work alone (batches of benchInFlight claims and completions,
+// one batch at a time, no broker). Each consumer gets a fresh stream of
+// benchMessages messages with Nats-Msg-Id set.
 func BenchmarkConsumerThroughput(b *testing.B) {
 	_, js := connect(b)
-	store, pool, schema := newOutbox(b)
-	table := pgx.Identifier{schema, "handled"}.Sanitize()
-	if _, err := pool.Exec(context.Background(), "CREATE TABLE "+table+" (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"); err != nil {
-		b.Fatal(err)
-	}
-	var plain, plainPG, mem, pg float64
+	stores := []benchStore{postgresBench(b), mysqlBench(b), redisBench(b)}
+	var plain, mem float64
+	plainOne := make([]float64, len(stores))
+	ours := make([]float64, len(stores))
+	batched := make([]float64, len(stores))
+	limit := make([]float64, len(stores))
 	for i := 0; i < b.N; i++ {
 		plain += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
 			return plainConsumer(cons, done)
 		})
-		plainPG += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
-			return plainConsumer(cons, func() {
-				if _, err := pool.Exec(context.Background(), "INSERT INTO "+table+" DEFAULT VALUES"); err != nil {
-					b.Error(err)
-				}
-				done()
-			})
-		})
 		mem += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
 			return oursConsumer(b, cons, idempotency.NewRunner(nil), done)
 		})
-		pg += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
-			return oursConsumer(b, cons, idempotency.NewRunner(store), done)
-		})
+		for j, st := range stores {
+			plainOne[j] += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
+				return plainConsumer(cons, func() {
+					if err := st.writeOne(context.Background()); err != nil {
+						b.Error(err)
+					}
+					done()
+				})
+			})
+			ours[j] += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
+				return oursConsumer(b, cons, idempotency.NewRunner(st.unbatched), done)
+			})
+			batched[j] += benchRun(b, js, func(cons jetstream.Consumer, done func()) func(context.Context) error {
+				return oursConsumer(b, cons, idempotency.NewRunner(st.store), done)
+			})
+			b.StopTimer()
+			limit[j] += batchLimit(b, st.store, i)
+		}
 	}
 	n := float64(b.N)
 	b.ReportMetric(plain/n, "plain-msgs/s")
-	b.ReportMetric(plainPG/n, "plain+insert-msgs/s")
 	b.ReportMetric(mem/n, "ours-memory-msgs/s")
-	b.ReportMetric(pg/n, "ours-pgstore-msgs/s")
 	b.ReportMetric(mem/plain, "memory/plain")
-	b.ReportMetric(pg/plain, "pgstore/plain")
-	b.ReportMetric(pg/plainPG, "pgstore/plain+insert")
+	for j, st := range stores {
+		b.ReportMetric(plainOne[j]/n, "plain+"+st.name+"-row-msgs/s")
+		b.ReportMetric(ours[j]/n, "ours-"+st.name+"-msgs/s")
+		b.ReportMetric(batched[j]/n, "ours-"+st.name+"-batched-msgs/s")
+		b.ReportMetric(limit[j]/n, st.name+"-batch-limit-msgs/s")
+		b.ReportMetric(ours[j]/plain, st.name+"/plain")
+		b.ReportMetric(ours[j]/plainOne[j], st.name+"/plain+row")
+		b.ReportMetric(batched[j]/plain, st.name+"-batched/plain")
+		b.ReportMetric(batched[j]/plainOne[j], st.name+"-batched/plain+row")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 

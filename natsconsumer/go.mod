@@ -6,15 +6,28 @@ require github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
 
 replace (
 	github.com/exactlyonce/retry => ../
+	github.com/exactlyonce/retry/idempotency/mysqlstore => ../idempotency/mysqlstore
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
+	github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
+	github.com/exactlyonce/retry/idempotency/storetest/linearize => ../idempotency/storetest/linearize
 )
 
 require (
 	github.com/exactlyonce/retry v0.0.0
+	github.com/exactlyonce/retry/idempotency/mysqlstore v0.0.0
+	github.com/exactlyonce/retry/idempotency/redisstore v0.0.0
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.56.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+)
+
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 )
 
 require (

@@ -22,6 +22,10 @@ const (
 	// running handlers: well within the time a process manager gives a
 	// stopping process before it kills it (30 s on Kubernetes by default).
 	DefaultStopGrace = 20 * time.Second
+	// DefaultBatchWait is how long at most the stored outcome of a message
+	// waits for the slower handlers of its batch before it is committed
+	// without them.
+	DefaultBatchWait = 10 * time.Millisecond
 )
 
 // Config configures a Consumer.
@@ -66,6 +70,12 @@ type Config struct {
 	// the store to take the last deliveries it holds (default
 	// DefaultStopGrace); see the package documentation.
 	StopGrace time.Duration
+	// BatchWait bounds, on a Runner whose store is an
+	// idempotency.BatchStore, how long a message's outcome waits for the
+	// other messages of its batch to be committed with them (default
+	// DefaultBatchWait); a batch is committed as soon as all its messages
+	// ran, without waiting. See the package documentation.
+	BatchWait time.Duration
 	// Clock times keep-alives, holds, backoffs and the stop's grace period
 	// (default the system clock).
 	Clock clock.Clock
@@ -101,6 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = DefaultStopGrace
+	}
+	if c.BatchWait <= 0 {
+		c.BatchWait = DefaultBatchWait
 	}
 	if c.Clock == nil {
 		c.Clock = clock.New()

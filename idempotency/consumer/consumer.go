@@ -89,6 +89,10 @@ func (c *Consumer) Run(ctx context.Context, src Source) error {
 // fetch takes deliveries from src and starts their handling on wg until
 // ctx ends or src fails, and returns the error that ends Run.
 func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGroup) error {
+	var batches *batcher
+	if c.cfg.Runner.Batched() {
+		batches = &batcher{c: c, ctx: ctx, grace: grace, wg: wg}
+	}
 	for {
 		n, err := c.await(ctx)
 		if err != nil {
@@ -103,6 +107,10 @@ func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGr
 				return
 			}
 			taken++
+			if batches != nil {
+				batches.add(d)
+				return
+			}
 			wg.Go(func() {
 				defer c.release(1)
 				c.handle(ctx, grace, d)

@@ -38,6 +38,30 @@
 // Runner's lease), so a slow handler is neither redelivered elsewhere nor
 // taken over.
 //
+// # Batches
+//
+// On a Runner whose store is an idempotency.BatchStore (pgstore,
+// mysqlstore, redisstore, idempotency.MemoryBatchStore), the durable work
+// of the deliveries taken together is done together, as Kafka's
+// transactions do it: the deliveries that arrive while the claims of
+// others are on their way to the store form a batch, whose keys are
+// claimed in one store operation (Runner.StartBatch); each runs on its own
+// goroutine as above; their outcomes are stored in one commit once every
+// delivery of the batch ran, or Config.BatchWait after the first outcome
+// was ready if some handler runs long (the rest then follow in a commit of
+// their own); each delivery is acked after the commit that stored its
+// outcome. A delivery taken while no claim is on its way is claimed at
+// once, alone, so at low load nothing waits for a batch to fill or for a
+// timer. On PostgreSQL each execution's local writes (pgstore.TxFrom) are
+// made in a savepoint of its own inside the batch's transaction, so a
+// failure rolls back only its own writes; mysqlstore keeps an execution
+// that writes locally in a transaction of its own. Everything that does
+// not simply complete in its batch (a duplicate in progress, a failed
+// handler, a lost lease, a failed commit) goes on one delivery at a time
+// as described above, and a consumer that dies between a batch's commit
+// and its acks has the redeliveries replayed from the store, never run
+// again.
+//
 // # The broker's last delivery
 //
 // The last delivery the broker allows (Delivery.Last: JetStream's

@@ -38,14 +38,26 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 		return
 	}
 	c.delivered(ctx, m)
-	req := c.request(m, d.Last())
+	c.run(ctx, grace, d, m, c.request(m, d.Last()), nil)
+}
+
+// run runs d's message m through Runner.Do until the delivery is settled;
+// first, if not nil, makes the first run instead (in a batch).
+func (c *Consumer) run(ctx, grace context.Context, d Delivery, m *Message, req idempotency.Request, first *firstRun) {
 	for local := 1; ; local++ {
 		if ctx.Err() != nil {
+			if local == 1 && first != nil {
+				first.skip(context.WithoutCancel(ctx))
+			}
 			c.stopped(grace, d, m, req)
 			return
 		}
 		var run handlerRun
-		res, err := c.cfg.Runner.Do(ctx, req, c.work(d, m, &run))
+		do := c.cfg.Runner.Do
+		if local == 1 && first != nil {
+			do = first.do
+		}
+		res, err := do(ctx, req, c.work(d, m, &run))
 		hold, done := c.settle(ctx, d, m, res, err, run, local)
 		if done {
 			return

@@ -15,6 +15,12 @@ type queries struct {
 	get, save, complete, release, park                                  string
 	stalledRead, deleteRead, deleteExpired, listParked, nextGenerations string
 	keysTable                                                           string
+	// For batches (see batch.go): claimReadMany and completeRead end with
+	// "id IN " (the list follows); insertHead and insertRow make the
+	// INSERT of many rows; completeMany is an UPDATE split where its CASE
+	// on id and its list of ids go.
+	claimReadMany, completeRead, insertHead, insertRow string
+	completeMany                                       [2]string
 }
 
 // now is the database clock, in microseconds, plus the shift argument. The
@@ -98,6 +104,19 @@ func buildQueries(prefix string) queries {
 	}
 	for _, p := range []*string{&q.claimRead, &q.insert, &q.replace, &q.takeOver, &q.get, &q.save, &q.complete,
 		&q.release, &q.park, &q.stalledRead, &q.deleteRead, &q.deleteExpired, &q.listParked, &q.nextGenerations} {
+		*p = strings.ReplaceAll(strings.ReplaceAll(r.Replace(*p), "@nowAfterRead", nowAfterRead), "@now", now)
+	}
+	// Arguments: shift, then the ids. One row at least: the clock after the
+	// read, and the caller and key of each record found (NULL for none).
+	q.claimReadMany = "SELECT @nowAfterRead, t.caller, t.`key` FROM (SELECT 1) n LEFT JOIN @keys t ON t.id IN "
+	head, row, _ := strings.Cut(q.insert, "VALUES ")
+	q.insertHead, q.insertRow = head+"VALUES ", row
+	// Arguments: shift, then the ids; with FOR UPDATE after the list.
+	q.completeRead = "SELECT id, caller, `key`, attempt, generation FROM @keys " +
+		"WHERE status = 1 AND expires_at > @now AND id IN "
+	q.completeMany = [2]string{"UPDATE @keys SET status = 2, resume = NULL, response = CASE id",
+		" END WHERE id IN "}
+	for _, p := range []*string{&q.claimReadMany, &q.completeRead, &q.completeMany[0], &q.completeMany[1]} {
 		*p = strings.ReplaceAll(strings.ReplaceAll(r.Replace(*p), "@nowAfterRead", nowAfterRead), "@now", now)
 	}
 	return q

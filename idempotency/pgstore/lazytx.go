@@ -30,6 +30,9 @@ type lazyTx struct {
 	begun  bool          // BEGIN was sent (the server may have refused it)
 	real   pgx.Tx        // pgx's own handle, made only for savepoints and the like
 	closed bool
+	// take, if set, gives the transaction its connection instead of the
+	// pool, inside a transaction already begun (a batch's member).
+	take func(ctx context.Context) (*pgxpool.Conn, error)
 	failures
 }
 
@@ -46,6 +49,15 @@ func (t *lazyTx) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	}
 	if t.top != nil {
 		return nil, fmt.Errorf("%w (after: %w)", errAborted, t.top)
+	}
+	if t.conn == nil && t.take != nil {
+		// A member of a batch: its connection comes with the batch's
+		// transaction begun and the member's savepoint set.
+		c, err := t.take(ctx)
+		if err != nil {
+			return nil, t.fail(err)
+		}
+		t.conn, t.begun = c, true
 	}
 	if t.conn == nil {
 		c, err := t.pool.Acquire(ctx)

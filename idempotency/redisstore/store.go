@@ -83,6 +83,11 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	}
 	res, err := claimLua.Run(ctx, s.rdb, []string{k.record(id), k.exp, k.stalled, k.parked, k.gen},
 		s.shiftArg(), req.Caller, req.Key, id, req.Fingerprint, micros(req.Lease), micros(req.TTL), hasResume, req.Resume, req.Point).Slice()
+	return parseClaim(res, err)
+}
+
+// parseClaim reads the reply of the claim script.
+func parseClaim(res []any, err error) (idempotency.Claim, error) {
 	if err != nil {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", classify(err))
 	}

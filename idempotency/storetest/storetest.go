@@ -182,4 +182,10 @@ var cases = []struct {
 	{"TxEarlierGenerationRollsBack", testTxEarlierGenerationRollsBack},
 	{"TxRollback", testTxRollback},
 	{"TxFailedStatementRollsBack", testTxFailedStatementRollsBack},
+	{"BatchClaim", testBatchClaim},
+	{"BatchClaimRace", testBatchClaimRace},
+	{"BatchCommit", testBatchCommit},
+	{"BatchLostLease", testBatchLostLease},
+	{"BatchClose", testBatchClose},
+	{"BatchFailedStatement", testBatchFailedStatement},
 }

@@ -51,7 +51,7 @@ func (c *cell) handler(ctx context.Context, m *consumer.Message) error {
 	return nil
 }
 
-func runCell(t *testing.T, b Broker, f Fault, p Point, last bool) {
+func runCell(t *testing.T, b Broker, f Fault, p Point, last, batched bool) {
 	q := b.Queue(t, deliveries)
 	c := &cell{fault: f, point: p, doomed: "m0", target: 1, fx: newDownstream()}
 	if last {
@@ -67,9 +67,9 @@ func runCell(t *testing.T, b Broker, f Fault, p Point, last bool) {
 		keys[i] = fmt.Sprintf("m%d", i)
 		q.Publish(t, keys[i], "body of "+keys[i])
 	}
-	shared := idempotency.NewMemoryStore(nil)
+	shared := newStore(batched)
 	name := "matrix"
-	runnerA := idempotency.NewRunner(&store{Store: shared, g: c.g}, idempotency.WithLease(lease))
+	runnerA := idempotency.NewRunner(stricken(shared, c.g), idempotency.WithLease(lease))
 	a := start(q.Consumer(t, config(runnerA, name, c.handler)))
 	defer a.stop(t)
 	defer c.releaseOnce()
@@ -132,7 +132,7 @@ func (c *cell) releaseOnce() {
 
 // A message published twice or three times (as many messages to a broker
 // that does not deduplicate them) has its effect once.
-func publishedTwice(t *testing.T, b Broker) {
+func publishedTwice(t *testing.T, b Broker, batched bool) {
 	q := b.Queue(t, deliveries)
 	fx := newDownstream()
 	h := func(ctx context.Context, m *consumer.Message) error {
@@ -146,7 +146,7 @@ func publishedTwice(t *testing.T, b Broker) {
 	for _, k := range []string{"m0", "m1", "m0", "m1", "m0"} {
 		q.Publish(t, k, "body of "+k)
 	}
-	st := idempotency.NewMemoryStore(nil)
+	st := newStore(batched)
 	runner := idempotency.NewRunner(st, idempotency.WithLease(lease))
 	a := start(q.Consumer(t, config(runner, "matrix", h)))
 	defer a.stop(t)
@@ -157,7 +157,7 @@ func publishedTwice(t *testing.T, b Broker) {
 // broker's last deliveries parks them (stored with the message, acked,
 // none given back to be dropped); RetryParked runs each once when the
 // dependency is up, and a new consumer handles the rest.
-func stopDuringOutage(t *testing.T, b Broker) {
+func stopDuringOutage(t *testing.T, b Broker, batched bool) {
 	q := b.Queue(t, deliveries)
 	fx := newDownstream()
 	var up atomic.Bool
@@ -180,7 +180,7 @@ func stopDuringOutage(t *testing.T, b Broker) {
 		keys[i] = fmt.Sprintf("m%d", i)
 		q.Publish(t, keys[i], "body of "+keys[i])
 	}
-	st := idempotency.NewMemoryStore(nil)
+	st := newStore(batched)
 	runner := idempotency.NewRunner(st, idempotency.WithLease(lease))
 	cfg := config(runner, "matrix", h)
 	cfg.MaxInFlight = n

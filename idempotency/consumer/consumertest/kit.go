@@ -42,7 +42,15 @@ const concurrency = 16
 // twice, and a consumer stopped during an outage holding last
 // deliveries, each as a subtest on a queue of its own. The subtests run
 // concurrently, up to 16 at once, whatever the -parallel flag says.
-func Run(t *testing.T, b Broker) {
+func Run(t *testing.T, b Broker) { run(t, b, false) }
+
+// RunBatched runs the matrix of Run with a store that batches its
+// durable work (an idempotency.BatchStore): the consumer claims the
+// deliveries it takes together in one operation and commits their
+// outcomes together, and the faults strike the batch's claim and commit.
+func RunBatched(t *testing.T, b Broker) { run(t, b, true) }
+
+func run(t *testing.T, b Broker, batched bool) {
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	sub := func(name string, f func(t *testing.T)) {
@@ -62,12 +70,12 @@ func Run(t *testing.T, b Broker) {
 				if last {
 					name += "/last delivery"
 				}
-				sub(name, func(t *testing.T) { runCell(t, b, f, p, last) })
+				sub(name, func(t *testing.T) { runCell(t, b, f, p, last, batched) })
 			}
 		}
 	}
-	sub("published twice", func(t *testing.T) { publishedTwice(t, b) })
-	sub("graceful stop during an outage/last deliveries", func(t *testing.T) { stopDuringOutage(t, b) })
+	sub("published twice", func(t *testing.T) { publishedTwice(t, b, batched) })
+	sub("graceful stop during an outage/last deliveries", func(t *testing.T) { stopDuringOutage(t, b, batched) })
 	wg.Wait()
 }
 
