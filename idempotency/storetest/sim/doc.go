@@ -1,0 +1,42 @@
+// Package sim is a deterministic simulation of the exactly-once protocol:
+// it drives the real idempotency.Runner, the Reconciler and the consumer
+// core (package consumer, fed by a simulated broker) against a store,
+// through the events of the protocol's model:
+//
+//   - move A: actor A takes its next step (a claim, a step of the work, a
+//     recovery point, a completion, an ack...); an idle actor starts its
+//     next operation (an HTTP-like request, a broker delivery, a
+//     reconciler pass);
+//   - crash A: A's process dies where it stands: its context ends and no
+//     write of it reaches the store or the broker any more; the broker
+//     delivers its unsettled delivery again (or drops it, if it was the
+//     last one it allows); A restarts as a new process;
+//   - stop A: a consumer is stopped gracefully (its Run's context ends);
+//   - lose A: the store makes A's next write but A sees an error (the
+//     reply was lost);
+//   - tick: the clock moves a little; pause A: A stops until every lease
+//     has run out (the clock moves past the lease).
+//
+// Only one actor runs at a time: each waits at its next step (a gate: a
+// store call, a broker call, a wait, the work's effect) until the
+// scheduler, a seeded random source, hands it the baton, so a seed
+// replays the same events. The properties of the model are checked on
+// the real outcome as it happens and at the end, after every actor ran
+// to its end without faults, the broker was drained and a Reconciler ran
+// with time moved past every lease:
+//
+//   - at most one completion per key and generation, and, with a
+//     TxStore, the execution's local write committed with it (exactly one
+//     for a completed record, none for another);
+//   - a completed outcome never changes, and a replay returns it exactly;
+//   - a fenced write of an execution whose lease was taken over never
+//     commits;
+//   - the broker's last delivery of a message is never given back, and
+//     is acked or terminated only once the store has its outcome or owns
+//     it (parked, or started with its message stored);
+//   - at the end every message and every begun execution is completed or
+//     parked.
+//
+// A store's test calls Run with a Harness; -sim.seeds and -sim.seed run
+// more seeds or replay one, and a failure prints its seed and event trace.
+package sim

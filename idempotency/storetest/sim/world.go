@@ -1,0 +1,329 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+)
+
+// Settings of every simulated process.
+const (
+	lease        = time.Hour
+	ttl          = 100000 * time.Hour
+	workName     = "sim-work"
+	consumerName = "sim-consumer"
+	maxAttempts  = 4
+	// backoff is every wait of a consumer: no longer than its outage
+	// poll (50 ms), so that a consumer that saw its store fail probes
+	// again after one wait (a timer of a gateClock fires once, at its
+	// gate, and never after a Reset).
+	backoff = 50 * time.Millisecond
+	// stuckAfter bounds the real time an actor may take to reach its
+	// next gate: past it the simulation is deadlocked (a bug of the
+	// simulation or of the code), not slow.
+	stuckAfter = time.Minute
+)
+
+var (
+	httpKeys = []string{"h1", "h2"}
+	msgKeys  = []string{"m1", "m2"}
+)
+
+// genState is what the world saw of one generation of a key.
+type genState struct {
+	maxAttempt int64
+	completed  bool
+	response   []byte
+	by         string
+}
+
+// world is one seed's run.
+type world struct {
+	h      Harness
+	seed   int64
+	rng    *rand.Rand
+	caller string
+	clock  runnerClock
+	logger *slog.Logger
+
+	actors []*actor
+	broker *broker
+
+	// Observations, written by whoever holds the baton.
+	gens       map[string]map[int64]*genState // by key
+	outcomes   map[string][]byte              // the completed outcome by key
+	downstream map[string]int                 // calls by downstream key
+
+	mu         sync.Mutex
+	trace      []string
+	violations []string
+}
+
+func newWorld(h Harness, seed int64) *world {
+	w := &world{
+		h:          h,
+		seed:       seed,
+		rng:        rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+		caller:     fmt.Sprintf("sim-%d-%d", seed, time.Now().UnixNano()),
+		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		gens:       map[string]map[int64]*genState{},
+		outcomes:   map[string][]byte{},
+		downstream: map[string]int{},
+	}
+	w.clock = runnerClock{Clock: NewClock(), now: h.Now}
+	w.broker = &broker{w: w}
+	for _, k := range msgKeys {
+		w.broker.msgs = append(w.broker.msgs, &message{key: k, readyAt: w.now()})
+	}
+	for _, spec := range []struct {
+		name string
+		kind kind
+	}{{"w1", worker}, {"w2", worker}, {"c1", reader}, {"c2", reader}, {"r1", reconciler}} {
+		w.actors = append(w.actors, w.spawn(spec.name, spec.kind))
+	}
+	return w
+}
+
+func (w *world) now() time.Time { return w.h.Now() }
+
+// advance moves the store's time on.
+func (w *world) advance(d time.Duration) {
+	w.h.Advance(d)
+}
+
+func (w *world) logf(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace = append(w.trace, fmt.Sprintf(format, args...))
+}
+
+// violate records a broken property.
+func (w *world) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violations = append(w.violations, msg)
+	w.trace = append(w.trace, "  VIOLATION: "+msg)
+}
+
+// spawn starts a new incarnation of the process name.
+func (w *world) spawn(name string, k kind) *actor {
+	a := &actor{w: w, name: name, kind: k, out: make(chan signal), in: make(chan bool)}
+	a.runner = idempotency.NewRunner(gate(a, w.h.Store),
+		idempotency.WithClock(w.clock), idempotency.WithLease(lease), idempotency.WithTTL(ttl))
+	a.runner.Register(workName, w.work)
+	a.clock = newGateClock(a)
+	c, err := consumer.New(consumer.Config{
+		Runner:      a.runner,
+		Name:        consumerName,
+		Caller:      w.caller,
+		Handler:     w.handle,
+		MaxInFlight: 1,
+		Backoff:     retry.BackoffFunc(func(int, time.Duration, float64) time.Duration { return backoff }),
+		StopGrace:   time.Hour,
+		Clock:       a.clock,
+		Logger:      w.logger,
+	})
+	if err != nil {
+		panic(err) // a fresh Runner: never
+	}
+	a.consumer = c
+	return a
+}
+
+// work is the registered Work of the requests and the body of the
+// consumer's handler: one step (an external call keyed by its downstream
+// key), then, with a TxStore, a local write in the transaction.
+func (w *world) work(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
+	a := actorFrom(ctx)
+	if a == nil || e == nil {
+		return nil, errors.New("sim: work outside an actor's execution")
+	}
+	f := e.Fence()
+	if _, err := e.Step(ctx, "call", func(_ context.Context, dk string) ([]byte, error) {
+		if err := a.gate("effect " + f.Key); err != nil {
+			return nil, err
+		}
+		w.downstream[dk]++
+		return []byte("ok"), nil
+	}); err != nil {
+		return nil, err
+	}
+	if w.h.LocalWrite != nil {
+		if err := a.gate("local write " + f.Key); err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("%s|%s|g%d|a%d", f.Caller, f.Key, f.Generation, f.Attempt)
+		if err := w.h.LocalWrite(context.WithoutCancel(ctx), name); err != nil {
+			return nil, err
+		}
+	}
+	return fmt.Appendf(nil, "%s g%d a%d by %s", f.Key, f.Generation, f.Attempt, a.name), nil
+}
+
+// handle is the consumer's handler.
+func (w *world) handle(ctx context.Context, _ *consumer.Message) error {
+	_, err := w.work(ctx, idempotency.FromContext(ctx))
+	return err
+}
+
+// gen returns the state of generation g of key, made on first sight.
+func (w *world) gen(key string, g int64) *genState {
+	m := w.gens[key]
+	if m == nil {
+		m = map[int64]*genState{}
+		w.gens[key] = m
+	}
+	s := m[g]
+	if s == nil {
+		s = &genState{}
+		m[g] = s
+	}
+	return s
+}
+
+// sawClaim checks a claim's answer.
+func (w *world) sawClaim(a *actor, req idempotency.ClaimRequest, c idempotency.Claim) {
+	r := c.Record
+	switch c.Outcome {
+	case idempotency.ClaimCreated:
+		w.logf("  %s: claim %s: created g%d a%d point %q", a.name, req.Key, r.Generation, r.Attempt, r.RecoveryPoint)
+		if _, seen := w.gens[req.Key][r.Generation]; seen {
+			w.violate("claim of %s created generation %d again", req.Key, r.Generation)
+		}
+		w.gen(req.Key, r.Generation).maxAttempt = r.Attempt
+		w.claimedLast(req)
+	case idempotency.ClaimTakenOver:
+		w.sawTakeOver(a, r, "claim "+req.Key+": taken over")
+		w.claimedLast(req)
+	case idempotency.ClaimCompleted:
+		w.logf("  %s: claim %s: completed g%d", a.name, req.Key, r.Generation)
+		w.sawRecord(a, r, "claim")
+	default:
+		w.logf("  %s: claim %s: outcome %d (g%d a%d)", a.name, req.Key, c.Outcome, r.Generation, r.Attempt)
+	}
+}
+
+// claimedLast notes a claim that makes the store own a message (the
+// broker's last delivery's, which marks it started).
+func (w *world) claimedLast(req idempotency.ClaimRequest) {
+	if req.Point == "" {
+		return
+	}
+	for _, m := range w.broker.msgs {
+		if m.key == req.Key {
+			m.claimed = true
+		}
+	}
+}
+
+// sawTakeOver checks a takeover: the attempt moves on, a completed
+// record is never taken over.
+func (w *world) sawTakeOver(a *actor, r idempotency.Record, how string) {
+	w.logf("  %s: %s g%d a%d point %q", a.name, how, r.Generation, r.Attempt, r.RecoveryPoint)
+	g := w.gen(r.Key, r.Generation)
+	if g.completed {
+		w.violate("%s: %s took over completed %s g%d", a.name, how, r.Key, r.Generation)
+	}
+	if r.Attempt <= g.maxAttempt {
+		w.violate("%s: %s of %s g%d gave attempt %d, not above %d", a.name, how, r.Key, r.Generation, r.Attempt, g.maxAttempt)
+	}
+	g.maxAttempt = max(g.maxAttempt, r.Attempt)
+}
+
+// sawFencedWrite checks a fenced write the store accepted: only the
+// latest attempt of a record not completed may make one.
+func (w *world) sawFencedWrite(a *actor, f idempotency.Fence, what string) {
+	w.logf("  %s: %s %s g%d a%d: done", a.name, what, f.Key, f.Generation, f.Attempt)
+	g := w.gen(f.Key, f.Generation)
+	if g.completed {
+		w.violate("%s: %s of %s g%d a%d accepted after its completion", a.name, what, f.Key, f.Generation, f.Attempt)
+	}
+	if f.Attempt != g.maxAttempt {
+		w.violate("%s: %s of %s g%d accepted from attempt %d, fenced out by attempt %d", a.name, what, f.Key, f.Generation, f.Attempt, g.maxAttempt)
+	}
+}
+
+// sawComplete checks a completion the store accepted: one per key and
+// generation, from its latest attempt.
+func (w *world) sawComplete(a *actor, f idempotency.Fence, response []byte) {
+	w.sawFencedWrite(a, f, "complete")
+	g := w.gen(f.Key, f.Generation)
+	g.completed, g.response, g.by = true, append([]byte{}, response...), a.name
+	if prev, ok := w.outcomes[f.Key]; ok {
+		w.violate("%s: %s completed again (g%d), its outcome was %q", a.name, f.Key, f.Generation, prev)
+	}
+	w.outcomes[f.Key] = g.response
+}
+
+// sawRecord checks a record read back: a completed one holds its outcome.
+func (w *world) sawRecord(a *actor, r idempotency.Record, how string) {
+	if r.State != idempotency.StateCompleted {
+		return
+	}
+	want, ok := w.outcomes[r.Key]
+	switch {
+	case !ok:
+		w.violate("%s: %s found %s completed (g%d) with no completion seen", a.name, how, r.Key, r.Generation)
+	case string(want) != string(r.Response):
+		w.violate("%s: %s found the outcome of %s changed: %q, stored %q", a.name, how, r.Key, r.Response, want)
+	}
+}
+
+// sawResult checks what Runner.Do returned a worker: an outcome is the
+// stored one.
+func (w *world) sawResult(a *actor, key string, res idempotency.Result, err error) {
+	if err != nil {
+		w.logf("  %s: do %s: %v", a.name, key, err)
+		return
+	}
+	w.logf("  %s: do %s: %q replayed=%v", a.name, key, res.Response, res.Replayed)
+	if want, ok := w.outcomes[key]; !ok || string(want) != string(res.Response) {
+		w.violate("%s: do %s returned %q (replayed %v), the stored outcome is %q", a.name, key, res.Response, res.Replayed, want)
+	}
+}
+
+// checkOwned checks, when a consumer acks or terminates a delivery, that
+// the store has the message: its outcome, or the message parked, or
+// started with the message stored (a Reconciler finishes it).
+func (w *world) checkOwned(d *delivery, how string) {
+	r, err := w.h.Store.Get(context.Background(), w.caller, d.m.key)
+	switch {
+	case err != nil:
+		w.violate("%s %s#%d (last %v) with no record in the store (%v)", how, d.m.key, d.n, d.last, err)
+	case r.State == idempotency.StateCompleted || r.Parked != "":
+	case d.last && r.RecoveryPoint != "" && len(r.Resume) > 0:
+	default:
+		w.violate("%s %s#%d (last %v) while its record is in progress (point %q, lease until %v)", how, d.m.key, d.n, d.last, r.RecoveryPoint, r.LockedUntil)
+	}
+}
+
+// Failure is a seed's broken properties, with its trace.
+type Failure struct {
+	Seed       int64
+	Violations []string
+	Trace      []string
+}
+
+func (f *Failure) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d broke the protocol (replay: -run '<this test>' -seed=%d):\n", f.Seed, f.Seed)
+	for _, v := range f.Violations {
+		fmt.Fprintf(&b, "  - %s\n", v)
+	}
+	b.WriteString("trace:\n")
+	for _, l := range f.Trace {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}
