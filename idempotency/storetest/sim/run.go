@@ -24,7 +24,7 @@ func Run(t *testing.T, h Harness, opts Options) {
 	if *seedFlag != 0 {
 		trace, err := RunSeed(h, *seedFlag, opts.Events)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v(replay: go test -run '^%s$' -seed=%d)", err, t.Name(), *seedFlag)
 		}
 		for _, l := range trace {
 			t.Log(l)
@@ -33,7 +33,7 @@ func Run(t *testing.T, h Harness, opts Options) {
 	}
 	for seed := int64(1); seed <= int64(opts.Seeds); seed++ {
 		if _, err := RunSeed(h, seed, opts.Events); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v(replay: go test -run '^%s$' -seed=%d)", err, t.Name(), seed)
 		}
 	}
 	t.Logf("%d seeds of %d events in %v", opts.Seeds, opts.Events, time.Since(start).Round(time.Millisecond))

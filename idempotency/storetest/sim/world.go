@@ -317,7 +317,7 @@ type Failure struct {
 
 func (f *Failure) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d broke the protocol (replay: -run '<this test>' -seed=%d):\n", f.Seed, f.Seed)
+	fmt.Fprintf(&b, "seed %d broke the protocol:\n", f.Seed)
 	for _, v := range f.Violations {
 		fmt.Fprintf(&b, "  - %s\n", v)
 	}
