@@ -14,6 +14,9 @@ import (
 // its process is gone, nothing it would write arrives.
 var errCrashed = errors.New("sim: the actor crashed")
 
+// errCallFailed is the failure of a work's external call.
+var errCallFailed = errors.New("sim: the external call failed")
+
 // errLostReply is what a call whose reply was lost gets, after the store
 // made its write.
 var errLostReply = errors.New("sim: the store's reply was lost")
@@ -53,6 +56,9 @@ type actor struct {
 	// lose: the reply of the actor's next store call is lost. Read and
 	// written only by whoever holds the baton.
 	lose bool
+	// fail: the actor's next external call (the work's step) fails.
+	// Like lose, baton-held.
+	fail bool
 
 	runner   *idempotency.Runner
 	consumer *consumer.Consumer

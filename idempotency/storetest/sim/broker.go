@@ -175,19 +175,31 @@ func (d *delivery) InProgress(context.Context) error { return nil }
 // Last reports whether this is the broker's last delivery of the message.
 func (d *delivery) Last() bool { return d.last }
 
-// source is the Source of one consumer Run: it delivers one delivery and
-// waits until the Run's context ends, which settling the delivery does
-// (delivery.end), as do a stop and a crash.
+// source is the Source of one consumer Run: its first Fetch takes the
+// first message ready from the broker and delivers it, then waits until
+// the Run's context ends, which settling the delivery does (delivery.end),
+// as do a stop and a crash. With no message ready, it ends the Run.
 type source struct {
-	d *delivery
+	a       *actor
+	end     context.CancelFunc
+	fetched bool
 }
 
-// Fetch delivers the delivery once and waits for the end of the Run.
+// Fetch delivers one delivery, once, and waits for the end of the Run.
 func (s *source) Fetch(ctx context.Context, _ int, deliver func(consumer.Delivery)) error {
-	if s.d != nil {
-		d := s.d
-		s.d = nil
-		deliver(d)
+	if !s.fetched {
+		s.fetched = true
+		b := s.a.w.broker
+		if m := b.next(); m != nil && !s.a.crashed.Load() {
+			d := b.deliver(s.a, m)
+			d.end = s.end
+			s.a.delivery = d
+			s.a.w.logf("  %s: fetch: %s#%d (last %v)", s.a.name, m.key, d.n, d.last)
+			deliver(d)
+		} else {
+			s.a.w.logf("  %s: fetch: nothing", s.a.name)
+			s.end()
+		}
 	}
 	<-ctx.Done()
 	return ctx.Err()

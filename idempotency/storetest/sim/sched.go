@@ -72,12 +72,9 @@ func (w *world) move(a *actor) {
 			a.finish()
 		}()
 	case reader:
-		d := w.broker.deliver(a, w.broker.next())
-		d.end = cancel
-		a.delivery = d
-		w.logf("move %s: delivery %s#%d (last %v)", a.name, d.m.key, d.n, d.last)
+		w.logf("move %s: run", a.name)
 		go func() {
-			err := a.consumer.Run(ctx, &source{d: d})
+			err := a.consumer.Run(ctx, &source{a: a, end: cancel})
 			if !a.crashed.Load() {
 				w.logf("  %s: run: %v", a.name, err)
 			}
@@ -145,6 +142,10 @@ func (w *world) event() {
 			w.logf("lose %s's next reply", a.name)
 			a.lose = true
 		}})
+		choices = append(choices, choice{1, func() {
+			w.logf("fail %s's next external call", a.name)
+			a.fail = true
+		}})
 	}
 	choices = append(choices, choice{2, func() {
 		d := []time.Duration{time.Second, time.Minute, 10 * time.Minute}[w.rng.IntN(3)]
@@ -170,7 +171,7 @@ func (w *world) event() {
 func (w *world) heal() {
 	w.logf("-- heal: no more faults")
 	for _, a := range w.actors {
-		a.lose = false
+		a.lose, a.fail = false, false
 	}
 	for round := 1; ; round++ {
 		if round > 500 {

@@ -154,6 +154,11 @@ func (w *world) work(ctx context.Context, e *idempotency.Execution) ([]byte, err
 		if err := a.gate("effect " + f.Key); err != nil {
 			return nil, err
 		}
+		if a.fail {
+			a.fail = false
+			w.logf("  %s: effect %s: failed", a.name, f.Key)
+			return nil, errCallFailed
+		}
 		w.downstream[dk]++
 		return []byte("ok"), nil
 	}); err != nil {
