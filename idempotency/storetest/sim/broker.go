@@ -82,6 +82,9 @@ func (b *broker) lost(d *delivery) {
 		return
 	}
 	d.done = true
+	if d.stale {
+		return
+	}
 	d.m.holder = nil
 	if d.last {
 		d.m.dropped = true
@@ -89,6 +92,19 @@ func (b *broker) lost(d *delivery) {
 		return
 	}
 	d.m.readyAt = b.w.now()
+}
+
+// expire passes d's ack deadline, its consumer paused: the message is
+// delivered again (to whichever consumer fetches next) while d is still
+// held. The broker's last delivery is not made again.
+func (b *broker) expire(d *delivery) {
+	if d.done || d.stale || d.last {
+		return
+	}
+	d.stale = true
+	d.m.holder = nil
+	d.m.readyAt = b.w.now()
+	b.w.logf("broker: %s#%d ack deadline passed: %s to be delivered again", d.m.key, d.n, d.m.key)
 }
 
 // delivery is one delivery of a message to a consumer actor.
@@ -99,6 +115,10 @@ type delivery struct {
 	n    int
 	last bool
 	done bool
+	// stale: its ack deadline passed and the message was made ready
+	// again: settling it acks or terminates the message, as JetStream
+	// does, but never gives it back.
+	stale bool
 	// end ends the context of the consumer's Run that holds it: the Run
 	// returns once it is settled.
 	end context.CancelFunc
@@ -120,7 +140,9 @@ func (d *delivery) settle(how string) error {
 		return errors.New("sim: settled twice")
 	}
 	d.done = true
-	d.m.holder = nil
+	if !d.stale {
+		d.m.holder = nil
+	}
 	if d.end != nil {
 		d.end()
 	}
@@ -133,7 +155,9 @@ func (d *delivery) Ack(context.Context) error {
 	if err := d.settle("ack"); err != nil {
 		return err
 	}
-	d.m.acked = true
+	if !d.m.settled() {
+		d.m.acked = true
+	}
 	d.b.w.checkOwned(d, "acked")
 	return nil
 }
@@ -143,6 +167,9 @@ func (d *delivery) Ack(context.Context) error {
 func (d *delivery) Nak(_ context.Context, delay time.Duration) error {
 	if err := d.settle("nak"); err != nil {
 		return err
+	}
+	if d.stale || d.m.settled() {
+		return nil
 	}
 	if d.last {
 		d.m.dropped = true
@@ -162,7 +189,9 @@ func (d *delivery) Term(_ context.Context, reason string) error {
 	if err := d.settle("term"); err != nil {
 		return err
 	}
-	d.m.termed = true
+	if !d.m.settled() {
+		d.m.termed = true
+	}
 	d.b.w.logf("  term reason: %s", reason)
 	d.b.w.checkOwned(d, "terminated")
 	return nil

@@ -14,8 +14,11 @@
 //   - stop A: a consumer is stopped gracefully (its Run's context ends);
 //   - lose A: the store makes A's next write but A sees an error (the
 //     reply was lost);
+//   - fail A: A's next external call (the work's step) fails;
 //   - tick: the clock moves a little; pause A: A stops until every lease
-//     has run out (the clock moves past the lease).
+//     has run out (the clock moves past the lease), and the broker's ack
+//     deadline of the delivery A holds passes, so the message is
+//     delivered again while A still holds it.
 //
 // Only one actor runs at a time: each waits at its next step (a gate: a
 // store call, a broker call, a wait, the work's effect) until the

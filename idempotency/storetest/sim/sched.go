@@ -133,6 +133,9 @@ func (w *world) event() {
 			choices = append(choices, choice{1, func() {
 				w.logf("pause %s (until every lease ran out)", a.name)
 				w.advance(lease + time.Second)
+				if a.delivery != nil {
+					w.broker.expire(a.delivery)
+				}
 			}})
 			if a.kind == reader && a.cancel != nil && !a.stopping {
 				choices = append(choices, choice{1, func() { a.stopping = true; w.stop(a) }})
