@@ -31,6 +31,9 @@ const (
 	reader
 	// reconciler makes Reconcile passes.
 	reconciler
+	// operator runs a parked execution again (Runner.RetryParked), as
+	// someone who mended its cause would.
+	operator
 )
 
 // signal is what an actor's goroutine tells the scheduler: it waits at a

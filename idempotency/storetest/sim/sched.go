@@ -80,6 +80,19 @@ func (w *world) move(a *actor) {
 			}
 			a.finish()
 		}()
+	case operator:
+		w.logf("move %s: retry a parked execution", a.name)
+		go func() {
+			key, err := w.parked(ctx, a)
+			if err == nil && key != "" {
+				var res idempotency.Result
+				res, err = a.runner.RetryParked(ctx, w.caller, key)
+				if !a.crashed.Load() {
+					w.sawResult(a, key, res, err)
+				}
+			}
+			a.finish()
+		}()
 	case reconciler:
 		w.logf("move %s: reconcile", a.name)
 		go func() {
@@ -145,7 +158,7 @@ func (w *world) event() {
 			w.logf("lose %s's next reply", a.name)
 			a.lose = true
 		}})
-		choices = append(choices, choice{1, func() {
+		choices = append(choices, choice{2, func() {
 			w.logf("fail %s's next external call", a.name)
 			a.fail = true
 		}})
@@ -227,4 +240,19 @@ func (w *world) actor(name string) *actor {
 		}
 	}
 	panic("sim: no actor " + name)
+}
+
+// parked returns the key of the first parked record of the seed's caller,
+// "" when there is none.
+func (w *world) parked(ctx context.Context, a *actor) (string, error) {
+	recs, err := a.runner.Store().ListParked(ctx, w.caller, "", 0)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range recs {
+		if r.Caller == w.caller {
+			return r.Key, nil
+		}
+	}
+	return "", nil
 }

@@ -22,7 +22,7 @@ const (
 	ttl          = 100000 * time.Hour
 	workName     = "sim-work"
 	consumerName = "sim-consumer"
-	maxAttempts  = 4
+	maxAttempts  = 3
 	// backoff is every wait of a consumer: no longer than its outage
 	// poll (50 ms), so that a consumer that saw its store fail probes
 	// again after one wait (a timer of a gateClock fires once, at its
@@ -88,7 +88,7 @@ func newWorld(h Harness, seed int64) *world {
 	for _, spec := range []struct {
 		name string
 		kind kind
-	}{{"w1", worker}, {"w2", worker}, {"c1", reader}, {"c2", reader}, {"r1", reconciler}} {
+	}{{"w1", worker}, {"w2", worker}, {"c1", reader}, {"c2", reader}, {"r1", reconciler}, {"o1", operator}} {
 		w.actors = append(w.actors, w.spawn(spec.name, spec.kind))
 	}
 	return w
