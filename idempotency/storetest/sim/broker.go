@@ -9,10 +9,6 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
 
-// maxDeliver is how many deliveries the broker makes of a message (as
-// JetStream's MaxDeliver, a quorum queue's delivery limit): the last one,
-// given back, would be dropped.
-const maxDeliver = 3
 
 // redelay is when a message given back is delivered again, whatever
 // delay the consumer asked for: the next tick of the clock. (The delay the
@@ -39,6 +35,10 @@ func (m *message) settled() bool { return m.acked || m.termed || m.dropped }
 type broker struct {
 	w    *world
 	msgs []*message
+	// maxDeliver is how many deliveries the broker makes of a message
+	// (as JetStream's MaxDeliver, a quorum queue's delivery limit): the
+	// last one, given back, would be dropped. 1 to 3, by seed.
+	maxDeliver int
 }
 
 // next returns the first message ready for delivery, or nil.
@@ -72,7 +72,7 @@ func (b *broker) pending() (time.Time, bool) {
 func (b *broker) deliver(a *actor, m *message) *delivery {
 	m.deliveries++
 	m.holder = a
-	return &delivery{a: a, b: b, m: m, n: m.deliveries, last: m.deliveries == maxDeliver}
+	return &delivery{a: a, b: b, m: m, n: m.deliveries, last: m.deliveries == b.maxDeliver}
 }
 
 // lost settles what a crashed actor held: delivered again, or dropped if

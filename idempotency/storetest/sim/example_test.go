@@ -14,5 +14,5 @@ func ExampleRunSeed() {
 	h := sim.Harness{Store: idempotency.NewMemoryStore(clk), Now: clk.Now, Advance: clk.Add}
 	trace, err := sim.RunSeed(h, 1, 60)
 	fmt.Println(err, trace[0])
-	// Output: <nil> move w2: request h1 (started at claim: true)
+	// Output: <nil> broker: 1 deliveries at most
 }

@@ -12,8 +12,9 @@ import (
 )
 
 var (
-	seedsFlag = flag.Int("seeds", 0, "sim: how many seeds to run (0: the test's own number)")
-	seedFlag  = flag.Int64("seed", 0, "sim: run this seed only, printing its event trace (0: none)")
+	seedsFlag  = flag.Int("seeds", 0, "sim: how many seeds to run (0: the test's own number)")
+	seedFlag   = flag.Int64("seed", 0, "sim: run this seed only, printing its event trace (0: none)")
+	eventsFlag = flag.Int("events", 0, "sim: how many events each seed draws (0: the test's own number)")
 )
 
 // Harness is the store a simulation runs on, shared by all its seeds: each

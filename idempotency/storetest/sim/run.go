@@ -17,6 +17,9 @@ func Run(t *testing.T, h Harness, opts Options) {
 	if *seedsFlag > 0 {
 		opts.Seeds = *seedsFlag
 	}
+	if *eventsFlag > 0 {
+		opts.Events = *eventsFlag
+	}
 	if opts.Events <= 0 {
 		opts.Events = 60
 	}

@@ -81,7 +81,8 @@ func newWorld(h Harness, seed int64) *world {
 		downstream: map[string]int{},
 	}
 	w.clock = runnerClock{Clock: NewClock(), now: h.Now}
-	w.broker = &broker{w: w}
+	w.broker = &broker{w: w, maxDeliver: 1 + w.rng.IntN(3)}
+	w.logf("broker: %d deliveries at most", w.broker.maxDeliver)
 	for _, k := range msgKeys {
 		w.broker.msgs = append(w.broker.msgs, &message{key: k, readyAt: w.now()})
 	}
