@@ -36,5 +36,5 @@ func TestSimulation(t *testing.T) {
 			}
 			return names, rows.Err()
 		},
-	}, sim.Options{Seeds: 60})
+	}, sim.Options{Seeds: 40})
 }

@@ -15,5 +15,5 @@ func TestSimulation(t *testing.T) {
 		Store:   s,
 		Now:     func() time.Time { return time.Now().Add(shift.Offset()) },
 		Advance: shift.Advance,
-	}, sim.Options{Seeds: 300})
+	}, sim.Options{Seeds: 150})
 }

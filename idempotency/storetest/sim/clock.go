@@ -41,7 +41,14 @@ func (c *gateClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 
 // Timer waits at a gate, moves the world's clock by d, and returns a timer
 // that fires at once.
+//
+// A wait of a second or more is rounded up to whole seconds: the consumer
+// computes some from a lease read off a server's clock, which the real
+// time moves, and rounded they replay.
 func (c *gateClock) Timer(d time.Duration) *clock.Timer {
+	if d >= time.Second {
+		d = d.Truncate(time.Second) + time.Second
+	}
 	if c.a.gate(fmt.Sprintf("wait %v", d)) == nil {
 		c.a.w.advance(d)
 	}

@@ -290,6 +290,13 @@ func (w *world) sawRecord(a *actor, r idempotency.Record, how string) {
 // stored one.
 func (w *world) sawResult(a *actor, key string, res idempotency.Result, err error) {
 	if err != nil {
+		var ip *idempotency.InProgressError
+		if errors.As(err, &ip) {
+			// The hint is read off the store's clock, which a server's
+			// runs on: rounded, the trace replays.
+			w.logf("  %s: do %s: in progress, retry after about %v", a.name, key, ip.RetryAfter.Round(time.Minute))
+			return
+		}
 		w.logf("  %s: do %s: %v", a.name, key, err)
 		return
 	}
