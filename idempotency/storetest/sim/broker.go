@@ -9,7 +9,6 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
 
-
 // redelay is when a message given back is delivered again, whatever
 // delay the consumer asked for: the next tick of the clock. (The delay the
 // consumer computes from a lease read off a server's clock is not exact.)
