@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/retry/idempotency/mysqlstore"
 	"github.com/exactlyonce/retry/idempotency/storetest/sim"
 )
 
@@ -19,6 +20,14 @@ func TestSimulation(t *testing.T) {
 		Advance: shift.Advance,
 		LocalWrite: func(ctx context.Context, name string) error {
 			return localWrite(ctx, prefix, name)
+		},
+		FailWrite: func(ctx context.Context) error {
+			tx, ok := mysqlstore.TxFrom(ctx)
+			if !ok {
+				return errNoTx
+			}
+			_, err := tx.ExecContext(ctx, "SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'sim: deadlock'")
+			return err
 		},
 		LocalWrites: func(ctx context.Context, p string) ([]string, error) {
 			rows, err := s.DB().QueryContext(ctx, "SELECT name FROM `"+prefix+"local_writes` WHERE LEFT(name, ?) = ?", len(p), p)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/idempotency/storetest/sim"
 )
 
@@ -20,6 +21,14 @@ func TestSimulation(t *testing.T) {
 		Advance: shift.Advance,
 		LocalWrite: func(ctx context.Context, name string) error {
 			return localWrite(ctx, schema, name)
+		},
+		FailWrite: func(ctx context.Context) error {
+			tx, ok := pgstore.TxFrom(ctx)
+			if !ok {
+				return errNoTx
+			}
+			_, err := tx.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'sim: serialization failure' USING ERRCODE = '40001'; END $$")
+			return err
 		},
 		LocalWrites: func(ctx context.Context, prefix string) ([]string, error) {
 			rows, err := pool.Query(ctx, "SELECT name FROM "+table(schema, "local_writes")+" WHERE starts_with(name, $1)", prefix)

@@ -62,6 +62,10 @@ type actor struct {
 	// fail: the actor's next external call (the work's step) fails.
 	// Like lose, baton-held.
 	fail bool
+	// failWrite: a statement after the actor's next local write fails
+	// (Harness.FailWrite), and the work ignores the failure, as a
+	// handler that swallows a deadlock would. Baton-held.
+	failWrite bool
 
 	runner   *idempotency.Runner
 	consumer *consumer.Consumer

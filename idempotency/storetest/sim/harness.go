@@ -32,6 +32,11 @@ type Harness struct {
 	// carries (the execution's own local write, committed with its
 	// outcome). Nil for another store.
 	LocalWrite func(ctx context.Context, name string) error
+	// FailWrite, for a TxStore, makes a statement of the transaction
+	// that ctx carries fail as a deadlock or a serialization failure
+	// would (a transient failure), and returns its error. Nil: the
+	// simulation draws no such failure.
+	FailWrite func(ctx context.Context) error
 	// LocalWrites returns the names of the committed local writes that
 	// start with prefix.
 	LocalWrites func(ctx context.Context, prefix string) ([]string, error)

@@ -162,6 +162,12 @@ func (w *world) event() {
 			w.logf("fail %s's next external call", a.name)
 			a.fail = true
 		}})
+		if w.h.FailWrite != nil {
+			choices = append(choices, choice{2, func() {
+				w.logf("fail %s's next transaction (a statement after its local write fails, and the work ignores it)", a.name)
+				a.failWrite = true
+			}})
+		}
 	}
 	choices = append(choices, choice{2, func() {
 		d := []time.Duration{time.Second, time.Minute, 10 * time.Minute}[w.rng.IntN(3)]
@@ -187,7 +193,7 @@ func (w *world) event() {
 func (w *world) heal() {
 	w.logf("-- heal: no more faults")
 	for _, a := range w.actors {
-		a.lose, a.fail = false, false
+		a.lose, a.fail, a.failWrite = false, false, false
 	}
 	for round := 1; ; round++ {
 		if round > 500 {

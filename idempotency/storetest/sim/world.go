@@ -173,6 +173,11 @@ func (w *world) work(ctx context.Context, e *idempotency.Execution) ([]byte, err
 		if err := w.h.LocalWrite(context.WithoutCancel(ctx), name); err != nil {
 			return nil, err
 		}
+		if a.failWrite && w.h.FailWrite != nil {
+			a.failWrite = false
+			err := w.h.FailWrite(context.WithoutCancel(ctx))
+			w.logf("  %s: a statement failed: %v (ignored by the work)", a.name, err != nil)
+		}
 	}
 	return fmt.Appendf(nil, "%s g%d a%d by %s", f.Key, f.Generation, f.Attempt, a.name), nil
 }
