@@ -54,7 +54,7 @@ func (w *world) move(a *actor) {
 		w.wait(a)
 		return
 	}
-	a.busy = true
+	a.busy, a.stopping = true, false
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), actorKey{}, a))
 	a.cancel = cancel
 	switch a.kind {
