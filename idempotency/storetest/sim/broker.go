@@ -38,6 +38,9 @@ type broker struct {
 	// (as JetStream's MaxDeliver, a quorum queue's delivery limit): the
 	// last one, given back, would be dropped. 1 to 3, by seed.
 	maxDeliver int
+	// hideLast makes every delivery say it is not the last (a mutant:
+	// an adapter that does not tell).
+	hideLast bool
 }
 
 // next returns the first message ready for delivery, or nil.
@@ -201,7 +204,7 @@ func (d *delivery) Term(_ context.Context, reason string) error {
 func (d *delivery) InProgress(context.Context) error { return nil }
 
 // Last reports whether this is the broker's last delivery of the message.
-func (d *delivery) Last() bool { return d.last }
+func (d *delivery) Last() bool { return d.last && !d.b.hideLast }
 
 // source is the Source of one consumer Run: its first Fetch takes the
 // first message ready from the broker and delivers it, then waits until

@@ -45,7 +45,16 @@ func Run(t *testing.T, h Harness, opts Options) {
 // RunSeed simulates one seed of events events on h and returns its
 // trace; the error is a *Failure when a property broke.
 func RunSeed(h Harness, seed int64, events int) ([]string, error) {
+	return runSeed(h, seed, events, nil)
+}
+
+// runSeed is RunSeed, with mutate, if not nil, changing the world first
+// (a mutant, for the simulation's own tests).
+func runSeed(h Harness, seed int64, events int, mutate func(*world)) ([]string, error) {
 	w := newWorld(h, seed)
+	if mutate != nil {
+		mutate(w)
+	}
 	for range events {
 		w.event()
 	}
