@@ -5,8 +5,8 @@
 //
 //   - move A: actor A takes its next step (a claim, a step of the work, a
 //     recovery point, a completion, an ack...); an idle actor starts its
-//     next operation (an HTTP-like request, a broker delivery, a
-//     reconciler pass);
+//     next operation (an HTTP-like request, a consumer's Run of one
+//     delivery, a Reconciler pass, an operator's RetryParked);
 //   - crash A: A's process dies where it stands: its context ends and no
 //     write of it reaches the store or the broker any more; the broker
 //     delivers its unsettled delivery again (or drops it, if it was the
@@ -14,7 +14,9 @@
 //   - stop A: a consumer is stopped gracefully (its Run's context ends);
 //   - lose A: the store makes A's next write but A sees an error (the
 //     reply was lost);
-//   - fail A: A's next external call (the work's step) fails;
+//   - fail A: A's next external call (the work's step) fails; with a
+//     TxStore, a statement of A's next transaction fails transiently
+//     and the work ignores it;
 //   - tick: the clock moves a little; pause A: A stops until every lease
 //     has run out (the clock moves past the lease), and the broker's ack
 //     deadline of the delivery A holds passes, so the message is
@@ -40,6 +42,14 @@
 //   - at the end every message and every begun execution is completed or
 //     parked.
 //
-// A store's test calls Run with a Harness; -sim.seeds and -sim.seed run
-// more seeds or replay one, and a failure prints its seed and event trace.
+// A store's test calls Run with a Harness; -seeds and -seed run more
+// seeds or replay one (-events makes each longer), and a failure prints
+// its seed and event trace. On a store whose time is a server's clock
+// (moved by its TimeShift), a replay plays the same events, steps and
+// outcomes; only the generation numbers the store gives differ.
+//
+// What it does not simulate: two store calls at the same time (each runs
+// alone; the linearizability check covers overlapping calls), the
+// consumer's keep-alives (a handler that runs past its lease is a
+// pause), and a Reconciler resuming more than one execution at once.
 package sim
