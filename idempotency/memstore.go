@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -172,7 +173,12 @@ func (s *MemoryStore) TakeOverStalled(ctx context.Context, limit int, lease time
 		}
 		stalled = append(stalled, r)
 	}
-	slices.SortFunc(stalled, func(a, b *memRecord) int { return a.rec.LockedUntil.Compare(b.rec.LockedUntil) })
+	// Leases that ran out at the same instant come in the order of their
+	// keys, so that a run replays the same (a deterministic simulation).
+	slices.SortFunc(stalled, func(a, b *memRecord) int {
+		return cmp.Or(a.rec.LockedUntil.Compare(b.rec.LockedUntil),
+			cmp.Compare(a.rec.Caller, b.rec.Caller), cmp.Compare(a.rec.Key, b.rec.Key))
+	})
 	if limit > 0 && len(stalled) > limit {
 		stalled = stalled[:limit]
 	}

@@ -26,6 +26,7 @@ var packages = []struct{ dir, file string }{
 	{"idempotency/redisstore", "redisstore.txt"},
 	{"idempotency/mysqlstore", "mysqlstore.txt"},
 	{"idempotency/storetest/linearize", "linearize.txt"},
+	{"idempotency/storetest/sim", "sim.txt"},
 	{"otelretry", "otelretry.txt"},
 	{"idempotency/consumer", "consumer.txt"},
 	{"idempotency/consumer/consumertest", "consumertest.txt"},
