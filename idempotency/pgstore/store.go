@@ -21,6 +21,7 @@ type Store struct {
 	pool  *pgxpool.Pool
 	shift *TimeShift
 	q     queries
+	lq    listQueries
 }
 
 var (
@@ -44,7 +45,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if c.schema == "" {
 		return nil, errors.New("pgstore: empty schema name")
 	}
-	return &Store{pool: pool, shift: c.shift, q: buildQueries(pgx.Identifier{c.schema}.Sanitize())}, nil
+	schema := pgx.Identifier{c.schema}.Sanitize()
+	return &Store{pool: pool, shift: c.shift, q: buildQueries(schema), lq: buildListQueries(schema)}, nil
 }
 
 // Pool returns the pool the store uses.
