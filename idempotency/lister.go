@@ -148,4 +148,7 @@ type Lister interface {
 	// that fails Validate, or has a cursor the store did not make, gets an
 	// error matching ErrInvalidList.
 	List(ctx context.Context, q ListQuery) (ListPage, error)
+	// Now returns the store's clock, by which it judges leases and
+	// expiry (the database's for a shared store).
+	Now(ctx context.Context) (time.Time, error)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 )
 
 var _ Lister = (*MemoryStore)(nil)
@@ -63,4 +64,12 @@ func decodeMemCursor(c string) (memKey, error) {
 		return memKey{}, fmt.Errorf("%w: malformed cursor", ErrInvalidList)
 	}
 	return memKey{string(k[0]), string(k[1])}, nil
+}
+
+// Now implements Lister: the store's clock.
+func (s *MemoryStore) Now(ctx context.Context) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return s.clock.Now(), nil
 }

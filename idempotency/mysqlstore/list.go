@@ -96,3 +96,12 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.
 	}
 	return page, nil
 }
+
+// Now implements idempotency.Lister: the database clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var us int64
+	if err := s.db.QueryRowContext(ctx, "SELECT "+now, s.shiftArg()).Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("mysqlstore: now: %w", classify(err))
+	}
+	return time.UnixMicro(us), nil
+}

@@ -90,3 +90,12 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.
 	}
 	return page, nil
 }
+
+// Now implements idempotency.Lister: the database clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, "SELECT now() + $1::bigint * interval '1 microsecond'", s.now()).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("pgstore: now: %w", classify(err))
+	}
+	return now, nil
+}

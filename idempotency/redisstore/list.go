@@ -18,11 +18,11 @@ var _ idempotency.Lister = (*Store)(nil)
 const listBatch = 200
 
 // listScript returns the Redis clock, then the fields of every live record
-// among KEYS.
+// among the first ARGV[2] KEYS (the others only route the call).
 const listScript = prelude + `
 local now = now_us()
 local out = {fmt(now)}
-for i = 1, #KEYS do
+for i = 1, tonumber(ARGV[2]) do
 	local v = load(KEYS[i])
 	if v and tonumber(v[EX]) > now then
 		for j = 1, #F do out[#out + 1] = v[j] end
@@ -117,7 +117,11 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.
 		page.Next = cur.String()
 	}
 	if page.Now.IsZero() {
-		page.Now = s.clockNow(ctx)
+		now, err := s.Now(ctx)
+		if err != nil {
+			return idempotency.ListPage{}, err
+		}
+		page.Now = now
 	}
 	return page, nil
 }
@@ -138,7 +142,7 @@ func (s *Store) listRecords(ctx context.Context, k shardKeys, ids []string) ([]l
 		// A script needs a key to run on the shard's node.
 		keys = []string{k.exp}
 	}
-	v, err := listLua.Run(ctx, s.rdb, keys, s.shiftArg()).Slice()
+	v, err := listLua.Run(ctx, s.rdb, keys, s.shiftArg(), len(ids)).Slice()
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("redisstore: list: %w", classify(err))
 	}
@@ -162,11 +166,8 @@ func (s *Store) listRecords(ctx context.Context, k shardKeys, ids []string) ([]l
 	return out, time.UnixMicro(us), nil
 }
 
-// clockNow is the Redis clock, or the zero time when it cannot be read.
-func (s *Store) clockNow(ctx context.Context) time.Time {
+// Now implements idempotency.Lister: the Redis clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	_, now, err := s.listRecords(ctx, s.shards[0], nil)
-	if err != nil {
-		return time.Time{}
-	}
-	return now
+	return now, err
 }

@@ -113,7 +113,14 @@ func testListByState(t *testing.T, h Harness, l idempotency.Lister) {
 			t.Fatalf("an empty store lists %v: %q", st, got)
 		}
 	}
+	before, err := l.Now(context.Background())
+	noErr(t, "Now", err)
 	fillStates(t, h, 3)
+	after, err := l.Now(context.Background())
+	noErr(t, "Now", err)
+	if after.Sub(before) < ttl+2*lease {
+		t.Fatalf("Now moved by %v while the harness advanced %v", after.Sub(before), ttl+2*lease)
+	}
 	for st, prefix := range map[idempotency.ListState]string{
 		idempotency.ListInProgress: "run-", idempotency.ListStalled: "stall-",
 		idempotency.ListParked: "park-", idempotency.ListCompleted: "done-",
