@@ -184,11 +184,16 @@ func TestActions(t *testing.T) {
 	res := decode[opsui.ActionResult](t, post(h, "retry", "shop", "order-1", map[string]string{"Accept": "application/json"}))
 	require.NotNil(t, res.Execution)
 	assert.Equal(t, "completed", res.Execution.State)
-	assert.Equal(t, 200, post(h, "discard", "shop", "order-2", map[string]string{"Accept": "application/json"}).Code)
+	// A browser's discard lands on the parked list, which says it was done.
+	rec := post(h, "discard", "shop", "order-2", map[string]string{"Accept": "text/html"})
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	landing := get(h, rec.Header().Get("Location"), "text/html")
+	require.Equal(t, http.StatusOK, landing.Code, landing.Body.String())
+	assert.Contains(t, landing.Body.String(), `id="flash"`)
 	_, err := w.store.Get(t.Context(), "shop", "order-2")
 	assert.Error(t, err, "discarded")
 
-	rec := post(h, "resume", "shop", "order-3", map[string]string{"Accept": "text/html", "Sec-Fetch-Site": "same-origin"})
+	rec = post(h, "resume", "shop", "order-3", map[string]string{"Accept": "text/html", "Sec-Fetch-Site": "same-origin"})
 	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
 	assert.Contains(t, rec.Header().Get("Location"), base+"/execution?caller=shop&key=order-3&done=resume")
 	d := decode[opsui.Detail](t, get(h, base+"/execution?format=json&caller=shop&key=order-3", ""))

@@ -23,7 +23,7 @@ func parseListQuery(v url.Values) (idempotency.ListQuery, error) {
 	q := idempotency.ListQuery{State: idempotency.ListParked, Limit: DefaultPageSize}
 	for name, values := range v {
 		switch name {
-		case "state", "caller", "prefix", "limit", "cursor", "format":
+		case "state", "caller", "prefix", "limit", "cursor", "format", "done":
 			if len(values) > 1 {
 				return q, problem(400, CodeBadQuery, fmt.Sprintf("%s given %d times", name, len(values)))
 			}
