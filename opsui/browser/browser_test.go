@@ -53,6 +53,12 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.NoSandbox,
 		chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// No connection of the browser's own: the tests need only localhost.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
 		chromedp.WindowSize(1100, 900),
 		chromedp.UserDataDir(t.TempDir()),
 	)
