@@ -80,10 +80,10 @@ type Client struct {
 	Budget *retry.Budget
 }
 
-// TransportClient returns the Client of a Transport, which shows its hosts
-// and budget (nil: none).
-func TransportClient(name string, t *retry.Transport, budget *retry.Budget) Client {
-	return Client{Name: name, Dependencies: t.Dependencies, Budget: budget}
+// TransportClient returns the Client of a Transport: its hosts and its
+// budget.
+func TransportClient(name string, t *retry.Transport) Client {
+	return Client{Name: name, Dependencies: t.Dependencies, Budget: t.Budget()}
 }
 
 // CallerClient returns the Client of a Caller: its targets and its budget.

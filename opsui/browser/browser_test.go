@@ -155,7 +155,7 @@ func newService(t *testing.T, sc storeCase, pageClock clock.Clock) *service {
 	mux.Handle(opsui.DefaultPath+"/", opsui.New(opsui.Options{
 		Runner:    s.runner,
 		Authorize: func(*http.Request, opsui.Action) error { return nil },
-		Clients:   []opsui.Client{opsui.TransportClient("payments", s.tr, budget)},
+		Clients:   []opsui.Client{opsui.TransportClient("payments", s.tr)},
 		Consumers: []opsui.Consumer{{Name: "orders", Stats: func() consumer.Stats { return consumer.Stats{Executed: 41, Duplicates: 3, Parked: 1} }}},
 		Clock:     pageClock,
 	}))
