@@ -9,7 +9,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/exactlyonce/retry"
-	"github.com/exactlyonce/retry/idempotency/consumer"
 )
 
 // keptSamples is how many samples of each dependency the chart shows.
@@ -22,7 +21,19 @@ const sampleEvery = time.Second
 // Dependency is one dependency of a client as the page shows it.
 type Dependency struct {
 	Client string `json:"client"`
-	retry.DependencyStats
+	// Name is the host or target; the fields below are those of
+	// retry.DependencyStats.
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Waiting    int    `json:"waiting"`
+	Outages    uint64 `json:"outages"`
+	Waited     uint64 `json:"waited"`
+	Released   uint64 `json:"released"`
+	Probes     uint64 `json:"probes"`
+	Expired    uint64 `json:"expired"`
+	Abandoned  uint64 `json:"abandoned"`
+	Rejected   uint64 `json:"rejected"`
+	FailedFast uint64 `json:"failed_fast"`
 	// Recent are the samples the chart shows, oldest first.
 	Recent []Sample `json:"recent"`
 	// Chart is the chart of Recent, an inline SVG.
@@ -46,13 +57,29 @@ type Sample struct {
 // Budget is one client's retry budget.
 type Budget struct {
 	Client string `json:"client"`
-	retry.BudgetStats
+	// The fields of retry.BudgetStats.
+	Tokens          float64 `json:"tokens"`
+	Capacity        float64 `json:"capacity"`
+	Requests        uint64  `json:"requests"`
+	Successes       uint64  `json:"successes"`
+	RetriesAllowed  uint64  `json:"retries_allowed"`
+	FloorAllowed    uint64  `json:"floor_allowed"`
+	RetriesDenied   uint64  `json:"retries_denied"`
+	RetriesRefunded uint64  `json:"retries_refunded"`
 }
 
 // ConsumerStats are one consumer's counts.
 type ConsumerStats struct {
 	Name string `json:"name"`
-	consumer.Stats
+	// The fields of consumer.Stats.
+	Executed   uint64 `json:"executed"`
+	Duplicates uint64 `json:"duplicates"`
+	InProgress uint64 `json:"in_progress"`
+	Retried    uint64 `json:"retried"`
+	Held       uint64 `json:"held"`
+	Parked     uint64 `json:"parked"`
+	Terminated uint64 `json:"terminated"`
+	Outages    uint64 `json:"outages"`
 }
 
 // sampler keeps the recent samples of every dependency of the clients.
@@ -109,7 +136,10 @@ func (s *sampler) dependencies(clients []Client) []Dependency {
 				sr.prev = st
 			}
 			recent := append([]Sample(nil), sr.samples...)
-			out = append(out, Dependency{Client: c.Name, DependencyStats: st, Recent: recent, Chart: chart(recent)})
+			out = append(out, Dependency{Client: c.Name, Name: st.Name, State: st.State, Waiting: st.Waiting,
+				Outages: st.Outages, Waited: st.Waited, Released: st.Released, Probes: st.Probes, Expired: st.Expired,
+				Abandoned: st.Abandoned, Rejected: st.Rejected, FailedFast: st.FailedFast,
+				Recent: recent, Chart: chart(recent)})
 		}
 	}
 	return out
@@ -169,7 +199,10 @@ func budgets(clients []Client) []Budget {
 	var out []Budget
 	for _, c := range clients {
 		if c.Budget != nil {
-			out = append(out, Budget{Client: c.Name, BudgetStats: c.Budget.Stats()})
+			st := c.Budget.Stats()
+			out = append(out, Budget{Client: c.Name, Tokens: st.Tokens, Capacity: st.Capacity, Requests: st.Requests,
+				Successes: st.Successes, RetriesAllowed: st.RetriesAllowed, FloorAllowed: st.FloorAllowed,
+				RetriesDenied: st.RetriesDenied, RetriesRefunded: st.RetriesRefunded})
 		}
 	}
 	return out
@@ -179,7 +212,10 @@ func consumers(cs []Consumer) []ConsumerStats {
 	var out []ConsumerStats
 	for _, c := range cs {
 		if c.Stats != nil {
-			out = append(out, ConsumerStats{Name: c.Name, Stats: c.Stats()})
+			st := c.Stats()
+			out = append(out, ConsumerStats{Name: c.Name, Executed: st.Executed, Duplicates: st.Duplicates,
+				InProgress: st.InProgress, Retried: st.Retried, Held: st.Held, Parked: st.Parked,
+				Terminated: st.Terminated, Outages: st.Outages})
 		}
 	}
 	return out

@@ -155,7 +155,15 @@ type Overview struct {
 	Consumers    []ConsumerStats `json:"consumers"`
 	// States links the list of each state.
 	States []StateLink `json:"states"`
+	// Attention are the first parked and stalled executions (at most
+	// overviewRows of each), or why they could not be read.
+	Attention      []Execution `json:"attention"`
+	AttentionError string      `json:"attention_error,omitempty"`
 }
+
+// overviewRows is how many parked and how many stalled executions the
+// overview shows.
+const overviewRows = 5
 
 // StateLink links the list of one state.
 type StateLink struct {
@@ -171,6 +179,23 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, st := range idempotency.ListStates {
 		o.States = append(o.States, StateLink{State: st.String(), Link: h.base + "/executions?state=" + st.String()})
+	}
+	o.Attention = []Execution{}
+	if l, err := h.lister(); err == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+		defer cancel()
+		for _, st := range []idempotency.ListState{idempotency.ListParked, idempotency.ListStalled} {
+			page, err := l.List(ctx, idempotency.ListQuery{State: st, Limit: overviewRows})
+			if err != nil {
+				o.AttentionError = redactText(err.Error())
+				break
+			}
+			for _, rec := range page.Records {
+				e := summarize(rec, page.Now)
+				e.Link = h.base + "/" + e.Link
+				o.Attention = append(o.Attention, e)
+			}
+		}
 	}
 	return h.render(w, r, http.StatusOK, "overview", "Overview", o)
 }
