@@ -27,6 +27,7 @@ func RunLister(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ListFilters", testListFilters},
 		{"ListPaging", testListPaging},
 		{"ListInvalid", testListInvalid},
+		{"ListPastScanWindow", testListPastScanWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -209,5 +210,27 @@ func testListInvalid(t *testing.T, _ Harness, l idempotency.Lister) {
 		if _, err := l.List(context.Background(), q); !errors.Is(err, idempotency.ErrInvalidList) {
 			t.Fatalf("List(%+v) = %v, want ErrInvalidList", q, err)
 		}
+	}
+}
+
+// More records than one page may read: a few parked among many completed
+// are all found, page after page, each page within its limit.
+func testListPastScanWindow(t *testing.T, h Harness, l idempotency.Lister) {
+	ctx := context.Background()
+	n := idempotency.ListScan + 40
+	for i := range n {
+		d := claim(t, h.Store, claimReq("c", fmt.Sprintf("done-%05d", i), "fp"), idempotency.ClaimCreated)
+		noErr(t, "Complete", h.Store.Complete(ctx, fence(d), nil))
+		if i%700 == 0 {
+			parkOne(t, h.Store, "c", fmt.Sprintf("park-%05d", i), "stuck")
+		}
+	}
+	got := listAll(t, l, idempotency.ListQuery{State: idempotency.ListParked, Limit: 2})
+	want := []string{"c/park-00000", "c/park-00700", "c/park-01400"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("List of parked among %d records found %q, want %q", n, got, want)
+	}
+	if got := listAll(t, l, idempotency.ListQuery{State: idempotency.ListCompleted, Limit: idempotency.MaxListPage}); len(got) != n {
+		t.Fatalf("List of completed found %d records, want %d", len(got), n)
 	}
 }
