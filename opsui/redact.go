@@ -24,7 +24,7 @@ var safeHeaders = []string{
 }
 
 // secretName matches the names of fields that hold credentials.
-var secretName = regexp.MustCompile(`(?i)(pass(word|wd)?|secret|token|auth|api[-_]?key|cookie|session|credential|card|cvc|cvv|iban|pan|ssn|private)`)
+var secretName = regexp.MustCompile(`(?i)(pass(word|wd)?|secret|token|authori[sz]ation|api[-_]?key|cookie|session|credential|card|cvc|cvv|iban|ssn|private|^pan$)`)
 
 // secretText matches credentials inside free text: bearer and basic
 // credentials, key=value pairs with a secret name, API keys in the
