@@ -68,8 +68,19 @@ func newBrowser(t *testing.T) context.Context {
 		cancel()
 		cancelAlloc()
 	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium at %s: %v", path, err)
+	// The first Do starts the browser; a timeout on its context would
+	// end the browser with it, so the bound is kept apart.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start Chromium at %s: %v", path, err)
+		}
+	case <-time.After(time.Minute):
+		cancel()
+		<-started
+		t.Fatalf("Chromium at %s did not start within a minute", path)
 	}
 	return ctx
 }
