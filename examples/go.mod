@@ -6,6 +6,7 @@ require (
 	github.com/exactlyonce/retry v0.0.0
 	github.com/exactlyonce/retry/grpcretry v0.0.0
 	github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
+	github.com/exactlyonce/retry/opsui v0.0.0
 	github.com/exactlyonce/retry/otelretry v0.0.0
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.13.0
@@ -64,6 +65,7 @@ replace (
 	github.com/exactlyonce/retry => ../
 	github.com/exactlyonce/retry/grpcretry => ../grpcretry
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
+	github.com/exactlyonce/retry/opsui => ../opsui
 	github.com/exactlyonce/retry/otelretry => ../otelretry
 )
 

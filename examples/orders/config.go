@@ -26,6 +26,12 @@ type config struct {
 	DSN string
 	// Broker is "all", "nats" or "rabbitmq".
 	Broker string
+	// Hold keeps the demo running once the table is written, with the
+	// last scenario of our consumer, its store and the operator page,
+	// until holdDone.
+	Hold bool
+	// holdDone ends a hold (an interrupt); nil holds nothing.
+	holdDone <-chan struct{}
 	// NATS and AMQP are the brokers' URLs.
 	NATS, AMQP string
 	// Cut has our consumers reach their broker through a proxy that drops
@@ -90,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Broker, "broker", cfg.Broker, "brokers to run: all, nats or rabbitmq")
 	fs.BoolVar(&cfg.Cut, "cut", cfg.Cut, fmt.Sprintf("run our consumers only, reaching their broker through a proxy that drops every connection %d times mid-run", cutsPerRun))
 	fs.StringVar(&cfg.OTel, "otel", cfg.OTel, "OpenTelemetry: stdout exports our consumers' metrics with the stdout exporter, as JSON on stderr once the run ends, so that the table stays alone on stdout (default: none)")
+	fs.BoolVar(&cfg.Hold, "hold", cfg.Hold, "keep running once the table is written, with our consumer's last scenario and the operator page, until interrupted")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d orders unless -n is given", shortOrders))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/idempotency"
 )
 
 // instance is one process of a consumer: its connection, its handlers and,
@@ -18,6 +19,9 @@ type instance struct {
 	s      *scenario
 	dead   atomic.Bool
 	budget *retry.Budget
+	// runner and consumer are ours's, for the operator page.
+	runner   *idempotency.Runner
+	consumer statser
 
 	// inHand counts the deliveries a plain or mark-before instance holds
 	// unsettled.

@@ -74,6 +74,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	// like an interrupt: they stop within their grace period.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg.holdDone = ctx.Done()
 	ctx, cancel := context.WithTimeout(ctx, maxRunTime)
 	defer cancel()
 	if cfg.telemetry, err = newTelemetry(cfg.OTel, stderr); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/exactlyonce/retry/examples/internal/opspage"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 )
@@ -19,6 +20,14 @@ import (
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, error) {
 	fmt.Fprintf(stderr, "%d orders per broker and consumer, %.0f%% sent twice by the publisher, %.0f%% of handler calls failing, warehouse down for %v, one instance killed mid-handler; %s store\n",
 		cfg.Orders, 100*cfg.Dup, 100*cfg.Fail, cfg.Outage, cfg.Store)
+	page, err := opspage.Start(stderr)
+	if err != nil {
+		return nil, fmt.Errorf("operator page: %w", err)
+	}
+	defer page.Close()
+	// held drops the store of our consumer's last scenario, kept for -hold.
+	held := func() {}
+	defer func() { held() }()
 	var results []result
 	for _, mk := range brokers(cfg) {
 		for _, k := range kinds(cfg) {
@@ -27,8 +36,17 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, e
 			if err != nil {
 				return nil, err
 			}
-			r, err := runScenario(ctx, cfg, b, k, store, stderr)
-			drop()
+			var show *opspage.Page
+			if k == kindOurs {
+				show = page
+			}
+			r, err := runScenario(ctx, cfg, b, k, store, stderr, show)
+			if k == kindOurs && cfg.Hold {
+				held()
+				held = drop
+			} else {
+				drop()
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s: %w", b.name(), k, err)
 			}
@@ -38,6 +56,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]result, e
 		}
 	}
 	writeTable(stdout, cfg, results)
+	if cfg.Hold && cfg.holdDone != nil {
+		fmt.Fprintf(stderr, "holding: the operator page %s shows our consumer's last scenario; interrupt (Ctrl-C) to end\n", page.URL)
+		<-cfg.holdDone
+	}
 	return results, nil
 }
 

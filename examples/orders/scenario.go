@@ -10,8 +10,10 @@ import (
 	"time"
 
 	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/examples/internal/opspage"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/opsui"
 )
 
 // kind is a kind of consumer.
@@ -97,13 +99,17 @@ type scenario struct {
 	consumers []statser
 	cut       *cutter // -cut's proxy, or nil
 	wg        sync.WaitGroup
+
+	// page, if not nil, shows our consumers' live instance.
+	page *opspage.Page
 }
 
 // runScenario publishes the orders to a fresh stream or queue of b and
 // has them shipped by two instances of kind, one killed and restarted.
-func runScenario(ctx context.Context, cfg config, b broker, k kind, store func(context.Context) (idempotency.Store, error), log io.Writer) (result, error) {
+func runScenario(ctx context.Context, cfg config, b broker, k kind, store func(context.Context) (idempotency.Store, error), log io.Writer,
+	page *opspage.Page) (result, error) {
 	s := &scenario{
-		cfg: cfg, kind: k, b: b, store: store, log: log,
+		cfg: cfg, kind: k, b: b, store: store, log: log, page: page,
 		wh:        newWarehouse(cfg.Outage, cfg.Orders*6/10),
 		faults:    newFaults(cfg.Seed, cfg.Fail),
 		killAt:    cfg.Orders / 3,
@@ -206,6 +212,7 @@ func (s *scenario) start(ctx context.Context, name string) error {
 	s.mu.Lock()
 	s.instances = append(s.instances, inst)
 	s.mu.Unlock()
+	s.show()
 	s.wg.Go(func() {
 		defer close(inst.done)
 		if err := run(rctx); err != nil && rctx.Err() == nil && !inst.dead.Load() {
@@ -236,10 +243,42 @@ func (s *scenario) startOurs(ctx context.Context, inst *instance) (func(context.
 	if err := s.cfg.telemetry.observeStats(s.b.name()+"/"+consumerName+"/"+inst.name, c); err != nil {
 		return nil, err
 	}
+	inst.runner, inst.consumer = runner, c
 	s.mu.Lock()
 	s.consumers = append(s.consumers, c)
 	s.mu.Unlock()
 	return run, nil
+}
+
+// show points the operator page at the Runner of the latest live
+// instance of ours, with every instance's budget and consumer.
+func (s *scenario) show() {
+	if s.page == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var opts opsui.Options
+	for _, inst := range s.instances {
+		if inst.consumer == nil {
+			continue
+		}
+		if !inst.dead.Load() {
+			opts.Runner = inst.runner
+		}
+		name := s.b.name() + " " + inst.name
+		budget := inst.budget
+		opts.Clients = append(opts.Clients, opsui.Client{Name: name + " → warehouse", Budget: budget,
+			Dependencies: func() []retry.DependencyStats {
+				st := budget.DependencyStats()
+				st.Name = "warehouse"
+				return []retry.DependencyStats{st}
+			}})
+		opts.Consumers = append(opts.Consumers, opsui.Consumer{Name: name, Stats: inst.consumer.Stats})
+	}
+	if opts.Runner != nil {
+		s.page.Show(opts)
+	}
 }
 
 // observe notes the orders whose outcome is stored.
@@ -328,6 +367,7 @@ func (s *scenario) maybeKill(inst *instance) {
 	}
 	s.killNote.Store(fmt.Sprintf("instance %s at reservation %d", inst.name, performed))
 	inst.kill()
+	s.show()
 	go func() {
 		if err := s.start(context.Background(), inst.name+"'"); err != nil {
 			fmt.Fprintf(s.log, "restart of %s failed: %v\n", inst.name, err)

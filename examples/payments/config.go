@@ -40,6 +40,11 @@ type config struct {
 	// and restarts it on the same store, where a Reconciler and the
 	// clients' retries finish what it left.
 	Crash bool
+	// Hold keeps the demo running once the table is written, with the
+	// keyed client's service, store and operator page, until holdDone.
+	Hold bool
+	// holdDone ends a hold (an interrupt); nil holds nothing.
+	holdDone <-chan struct{}
 }
 
 // Limits of the flags.
@@ -89,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.MySQLDSN, "mysql", cfg.MySQLDSN, "MySQL or MariaDB data source name for -store=mysql (default from EXACTLYONCE_MYSQL_DSN)")
 	fs.StringVar(&cfg.OTel, "otel", cfg.OTel, "OpenTelemetry: stdout exports traces (1% sampled) and metrics with the stdout exporters, as JSON on stderr so that the table stays alone on stdout (default: none)")
 	fs.BoolVar(&cfg.Crash, "crash", cfg.Crash, "kill the payment service once per client, a third of the way through, between a charge and its completion, and restart it on the same store, where a Reconciler finishes what it left")
+	fs.BoolVar(&cfg.Hold, "hold", cfg.Hold, "keep running once the table is written, with the keyed client's service and the operator page, until interrupted")
 	short := fs.Bool("short", false, fmt.Sprintf("a quick run: %d charges unless -n is given", shortCharges))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/exactlyonce/retry/examples/internal/opspage"
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/opsui"
 )
 
 // Settings of -crash.
@@ -59,6 +61,12 @@ type deployment struct {
 	progress  io.Writer
 	logger    *slog.Logger
 	addr      string // where every instance listens
+
+	// page, if not nil, shows the Runner of the latest instance and
+	// pageClients (guarded by mu, as runner is).
+	page        *opspage.Page
+	pageClients []opsui.Client
+	runner      *idempotency.Runner
 
 	// release ends the wait of the killed instance's handlers.
 	release     chan struct{}
@@ -146,8 +154,21 @@ func (d *deployment) start(ctx context.Context, ln net.Listener, reconcile bool)
 	}
 	d.mu.Lock()
 	d.instances = append(d.instances, inst)
+	d.runner = runner
+	page, clients := d.page, d.pageClients
 	d.mu.Unlock()
+	page.Show(opsui.Options{Runner: runner, Clients: clients})
 	return inst, nil
+}
+
+// show makes page show the deployment's latest Runner and clients, and
+// every Runner a restart makes from now on.
+func (d *deployment) show(page *opspage.Page, clients []opsui.Client) {
+	d.mu.Lock()
+	d.page, d.pageClients = page, clients
+	runner := d.runner
+	d.mu.Unlock()
+	page.Show(opsui.Options{Runner: runner, Clients: clients})
 }
 
 // observer counts the executions finished after a takeover, by a

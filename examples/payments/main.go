@@ -89,6 +89,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	cfg.holdDone = ctx.Done()
 	ctx, cancel := context.WithTimeout(ctx, maxRunTime)
 	defer cancel()
 	if _, err := run(ctx, cfg, stdout, stderr); err != nil {

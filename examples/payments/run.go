@@ -10,6 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/examples/internal/opspage"
+	"github.com/exactlyonce/retry/opsui"
 )
 
 // result counts what one client's run did.
@@ -82,15 +86,31 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (results []r
 		fmt.Fprintf(stderr, "killing the service once per client, at the first charge made once %d were requested; lease %v, reconciling every %v\n",
 			crashAt(cfg.Charges), crashLease, reconcileInterval)
 	}
+	page, err := opspage.Start(stderr)
+	if err != nil {
+		return nil, fmt.Errorf("operator page: %w", err)
+	}
+	defer page.Close()
+	// held are the teardowns of the keyed client's run, kept for -hold.
+	var held []func()
+	defer func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
+		}
+	}()
 	results = make([]result, 0, len(clientKinds))
 	for _, k := range clientKinds {
-		r, err := runClient(ctx, cfg, k, tel, stderr)
+		r, err := runClient(ctx, cfg, k, tel, stderr, page, &held)
 		if err != nil {
 			return results, fmt.Errorf("%s: %w", k.name, err)
 		}
 		results = append(results, r)
 	}
 	writeTable(stdout, results, cfg.Crash)
+	if cfg.Hold && cfg.holdDone != nil {
+		fmt.Fprintf(stderr, "holding: the operator page %s shows the keyed client's service; interrupt (Ctrl-C) to end\n", page.URL)
+		<-cfg.holdDone
+	}
 	return results, nil
 }
 
@@ -115,14 +135,28 @@ func crashAt(n int) int64 {
 // runClient sends cfg.Charges charges with one client through a new proxy
 // to a new service and counts what happened. tel, if not nil, instruments
 // the service and our client. With cfg.Crash the service is killed once
-// and restarted (see deployment).
-func runClient(ctx context.Context, cfg config, k clientKind, tel *telemetry, stderr io.Writer) (result, error) {
+// and restarted (see deployment). The operator page shows our client's
+// run; with cfg.Hold its teardowns go to held instead of running now.
+func runClient(ctx context.Context, cfg config, k clientKind, tel *telemetry, stderr io.Writer,
+	page *opspage.Page, held *[]func()) (result, error) {
+	ours := k.name == clientKinds[0].name
+	var teardown []func()
+	cleanup := func(f func()) { teardown = append(teardown, f) }
+	defer func() {
+		if ours && cfg.Hold {
+			*held = append(*held, teardown...)
+			return
+		}
+		for i := len(teardown) - 1; i >= 0; i-- {
+			teardown[i]()
+		}
+	}()
 	l := newLedger()
 	open, removeStore, err := openStore(ctx, cfg)
 	if err != nil {
 		return result{}, err
 	}
-	defer removeStore()
+	cleanup(removeStore)
 	var (
 		requested atomic.Int64
 		plan      *crashPlan
@@ -134,19 +168,24 @@ func runClient(ctx context.Context, cfg config, k clientKind, tel *telemetry, st
 	if err != nil {
 		return result{}, err
 	}
-	defer svc.stop()
+	cleanup(svc.stop)
 	p := newProxy(faultPlan{seed: cfg.Seed, drop: cfg.Drop, reset: cfg.Reset, latency: cfg.Latency}, svc.url())
-	defer p.close()
+	cleanup(p.close)
 	proxyURL, stopProxy, err := serve(p)
 	if err != nil {
 		return result{}, err
 	}
-	defer stopProxy()
+	cleanup(stopProxy)
 	c, err := k.make(proxyURL, tel)
 	if err != nil {
 		return result{}, err
 	}
-	defer c.close()
+	cleanup(c.close)
+	if hc, ok := c.(*httpCharger); ok && ours {
+		if tr, ok := hc.client.Transport.(*retry.Transport); ok {
+			svc.show(page, []opsui.Client{opsui.TransportClient("payments client", tr)})
+		}
+	}
 
 	start := time.Now()
 	prog := &progress{name: k.name, total: cfg.Charges, w: stderr, start: start, attempts: &p.attempts}

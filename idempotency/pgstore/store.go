@@ -22,6 +22,7 @@ type Store struct {
 	shift *TimeShift
 	q     queries
 	bq    batchQueries
+	lq    listQueries
 }
 
 var (
@@ -46,7 +47,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		return nil, errors.New("pgstore: empty schema name")
 	}
 	schema := pgx.Identifier{c.schema}.Sanitize()
-	return &Store{pool: pool, shift: c.shift, q: buildQueries(schema), bq: buildBatchQueries(schema)}, nil
+	return &Store{pool: pool, shift: c.shift, q: buildQueries(schema), bq: buildBatchQueries(schema), lq: buildListQueries(schema)}, nil
 }
 
 // Pool returns the pool the store uses.

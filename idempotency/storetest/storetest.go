@@ -65,6 +65,12 @@
 //     Complete then commits nothing, not even the writes made before the
 //     failure, and fails with ErrTxFailed.
 //
+// RunLister checks a store that implements idempotency.Lister (every store
+// of this module does): each state lists exactly its live records,
+// filtered by caller and key prefix, page after page within the page's
+// limit, past one page's scan window, and bad queries fail with
+// ErrInvalidList.
+//
 // Two more checks live beside the suite. The linearizability check, in the
 // module github.com/exactlyonce/retry/idempotency/storetest/linearize (so
 // that its checker, porcupine, never reaches users of this module), runs

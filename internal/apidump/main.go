@@ -33,6 +33,7 @@ var packages = []struct{ dir, file string }{
 	{"natsconsumer", "natsconsumer.txt"},
 	{"amqpconsumer", "amqpconsumer.txt"},
 	{"grpcretry", "grpcretry.txt"},
+	{"opsui", "opsui.txt"},
 }
 
 func main() {
