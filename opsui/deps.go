@@ -80,6 +80,7 @@ type ConsumerStats struct {
 	Parked     uint64 `json:"parked"`
 	Terminated uint64 `json:"terminated"`
 	Outages    uint64 `json:"outages"`
+	Reconnects uint64 `json:"reconnects"`
 }
 
 // sampler keeps the recent samples of every dependency of the clients.
@@ -215,7 +216,7 @@ func consumers(cs []Consumer) []ConsumerStats {
 			st := c.Stats()
 			out = append(out, ConsumerStats{Name: c.Name, Executed: st.Executed, Duplicates: st.Duplicates,
 				InProgress: st.InProgress, Retried: st.Retried, Held: st.Held, Parked: st.Parked,
-				Terminated: st.Terminated, Outages: st.Outages})
+				Terminated: st.Terminated, Outages: st.Outages, Reconnects: st.Reconnects})
 		}
 	}
 	return out

@@ -234,7 +234,7 @@ func TestOverviewShowsClients(t *testing.T) {
 		Clock:     w.clock,
 		Clients: []opsui.Client{{Name: "payments", Budget: budget,
 			Dependencies: func() []retry.DependencyStats { return []retry.DependencyStats{stats} }}},
-		Consumers: []opsui.Consumer{{Name: "orders", Stats: func() consumer.Stats { return consumer.Stats{Executed: 7, Parked: 1} }}},
+		Consumers: []opsui.Consumer{{Name: "orders", Stats: func() consumer.Stats { return consumer.Stats{Executed: 7, Parked: 1, Reconnects: 2} }}},
 	})
 	get(h, base+"/", "")
 	stats.State, stats.Waiting, stats.Outages, stats.FailedFast = "down", 3, 1, 2
@@ -250,6 +250,7 @@ func TestOverviewShowsClients(t *testing.T) {
 	assert.InDelta(t, 10, o.Budgets[0].Tokens, 0.01)
 	require.Len(t, o.Consumers, 1)
 	assert.Equal(t, uint64(7), o.Consumers[0].Executed)
+	assert.Equal(t, uint64(2), o.Consumers[0].Reconnects, "a consumer's reconnects are shown")
 	html := get(h, base+"/", "text/html").Body.String()
 	assert.Contains(t, html, `data-dep="ledger.internal" data-state="down"`)
 	assert.Contains(t, html, `<svg class="chart"`)
