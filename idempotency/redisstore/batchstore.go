@@ -15,32 +15,42 @@ var _ idempotency.BatchStore = (*Store)(nil)
 // errBatchClosed is returned by the methods of a closed batch.
 var errBatchClosed = errors.New("redisstore: the batch is closed")
 
-// ClaimBatch claims every request as Claim does: the claim script once per
-// request, all in one pipeline (one round trip per node), each atomic for
-// its key; a key twice in the batch is claimed in the order given, so the
-// second finds the first's claim. On an error some may have been claimed.
+// ClaimBatch claims every request as Claim does, in one script call (one
+// per shard on a cluster or ring, pipelined) that runs the claim of each
+// request in turn, each atomic for its key; a key twice in the batch is
+// claimed in the order given, so the second finds the first's claim. On an
+// error some may have been claimed.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
-	calls := make([]*call, len(reqs))
+	items := make([]batchItem, len(reqs))
 	for i, req := range reqs {
 		if req.Lease <= 0 || req.TTL <= 0 {
 			return nil, idempotency.Permanent(fmt.Errorf("redisstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 		}
-		id, k := s.at(req.Caller, req.Key)
+		id, shard := recordID(req.Caller, req.Key, len(s.shards))
+		k := s.shards[shard]
 		hasResume := "0"
 		if req.Resume != nil {
 			hasResume = "1"
 		}
-		calls[i] = &call{script: claimLua, keys: []string{k.record(id), k.exp, k.stalled, k.parked, k.gen},
-			args: []any{s.shiftArg(), req.Caller, req.Key, id, req.Fingerprint, micros(req.Lease), micros(req.TTL),
+		items[i] = batchItem{shard: shard, keys: []string{k.record(id), k.exp, k.stalled, k.parked, k.gen},
+			args: []any{req.Caller, req.Key, id, req.Fingerprint, micros(req.Lease), micros(req.TTL),
 				hasResume, req.Resume, req.Point}}
 	}
-	if err := s.runAll(ctx, calls); err != nil {
-		return nil, fmt.Errorf("redisstore: claim batch: %w", err)
+	if len(items) == 0 {
+		return []idempotency.Claim{}, nil
 	}
+	replies, errs := s.runBatch(ctx, claimBatchLua, items)
 	claims := make([]idempotency.Claim, len(reqs))
-	for i, c := range calls {
-		res, err := c.cmd.Slice()
-		if claims[i], err = parseClaim(res, err); err != nil {
+	for i, reply := range replies {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("redisstore: claim batch: %w", errs[i])
+		}
+		res, ok := reply.([]any)
+		if !ok {
+			return nil, fmt.Errorf("redisstore: claim batch: a reply of %T", reply)
+		}
+		var err error
+		if claims[i], err = parseClaim(res, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -48,7 +58,8 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 }
 
 // BeginBatch opens a batch of completions: Commit runs the fenced
-// completion script of each in one pipeline.
+// completion of each in one script call (one per shard on a cluster or
+// ring, pipelined).
 func (s *Store) BeginBatch(ctx context.Context) (idempotency.BatchTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -86,20 +97,23 @@ func (b *redisBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, err
 	if len(pending) == 0 {
 		return results, nil
 	}
-	calls := make([]*call, len(pending))
+	items := make([]batchItem, len(pending))
 	for i, c := range pending {
-		id, k := b.s.at(c.f.Caller, c.f.Key)
-		calls[i] = &call{script: completeLua, keys: []string{k.record(id), k.exp, k.stalled, k.parked},
-			args: []any{b.s.shiftArg(), c.f.Caller, c.f.Key, id, strconv.FormatInt(c.f.Attempt, 10),
+		id, shard := recordID(c.f.Caller, c.f.Key, len(b.s.shards))
+		k := b.s.shards[shard]
+		items[i] = batchItem{shard: shard, keys: []string{k.record(id), k.exp, k.stalled, k.parked},
+			args: []any{c.f.Caller, c.f.Key, id, strconv.FormatInt(c.f.Attempt, 10),
 				strconv.FormatInt(c.f.Generation, 10), c.response}}
 	}
-	_ = b.s.runAll(ctx, calls)
-	for i, c := range calls {
+	replies, errs := b.s.runBatch(ctx, completeBatchLua, items)
+	for i, reply := range replies {
 		results[i].Fence = pending[i].f
-		n, err := c.cmd.Int()
+		n, ok := reply.(int64)
 		switch {
-		case err != nil:
-			results[i].Err = fmt.Errorf("redisstore: batch commit: %w", classify(err))
+		case errs[i] != nil:
+			results[i].Err = fmt.Errorf("redisstore: batch commit: %w", errs[i])
+		case !ok:
+			results[i].Err = fmt.Errorf("redisstore: batch commit: a reply of %T", reply)
 		case n == 0:
 			results[i].Err = idempotency.ErrLeaseLost
 		}

@@ -33,18 +33,23 @@ type redisServer struct {
 // at all.
 func startRedisServer(t *testing.T, persist bool) *redisServer {
 	t.Helper()
+	if persist {
+		return startRedisServerWith(t, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	return startRedisServerWith(t, "--appendonly", "no")
+}
+
+// startRedisServerWith starts redis-server in a new directory with extra
+// settings.
+func startRedisServerWith(t *testing.T, extra ...string) *redisServer {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("the chaos test starts redis-server itself, and there is none on PATH: %v", err)
+		t.Fatalf("this test starts redis-server itself, and there is none on PATH: %v", err)
 	}
 	dir := t.TempDir()
 	port := freePort(t)
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
-		"--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no"}
-	if persist {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		args = append(args, "--appendonly", "no")
-	}
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+		"--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no"}, extra...)
 	s := &redisServer{args: args, dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	s.start(t)
 	t.Cleanup(func() { s.kill(t) })

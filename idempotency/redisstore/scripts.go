@@ -92,8 +92,14 @@ end
 // takeover gives it to a record that has none).
 // Returns the outcome (n created, t taken over, p in progress, c completed,
 // m mismatch) and the record.
-const claimScript = prelude + `
-local now = now_us()
+const claimScript = prelude + claimFunc + `
+return claim(KEYS, ARGV, now_us())
+`
+
+// claimFunc is the claim script's body as a function of its KEYS, ARGV and
+// the time, shared by the claim script and the batch claim script.
+const claimFunc = `
+local function claim(KEYS, ARGV, now)
 local v = load(KEYS[1])
 if v then
 	same(v, ARGV[2], ARGV[3])
@@ -137,6 +143,7 @@ index(KEYS[3], v, ARGV[4])
 -- ever run; the sweeper removes it (and its index entries) before that.
 redis.call('PEXPIREAT', KEYS[1], math.ceil((now + tonumber(ARGV[7]) - tonumber(ARGV[1])) / 1000) + 86400000)
 return flat('n', v)
+end
 `
 
 // getScript reads the live record.
@@ -152,17 +159,22 @@ return flat('', v)
 
 // fenced is the check shared by the fenced writes: the live in-progress
 // record whose attempt and generation are ARGV[5] and ARGV[6], or nil.
-const fenced = prelude + `
+const fenced = prelude + fencedFunc + `
 local now = now_us()
-local function fenced()
+local v = fenced(KEYS, ARGV, now)
+if not v then return 0 end
+`
+
+// fencedFunc is the fence check as a function of the script's KEYS, ARGV
+// and the time.
+const fencedFunc = `
+local function fenced(KEYS, ARGV, now)
 	local v = load(KEYS[1])
 	if not v then return nil end
 	same(v, ARGV[2], ARGV[3])
 	if v[ST] ~= '1' or v[AT] ~= ARGV[5] or v[G] ~= ARGV[6] or tonumber(v[EX]) <= now then return nil end
 	return v
 end
-local v = fenced()
-if not v then return 0 end
 `
 
 // The fenced writes. KEYS: record, exp, stalled, parked.
@@ -178,12 +190,8 @@ index(KEYS[3], v, ARGV[4])
 return 1
 `
 	// ARGV[7] response. The parked reason stays, as in every store.
-	completeScript = fenced + `
-v[ST] = '2'
-redis.call('HSET', KEYS[1], 'st', '2', 'rs', ARGV[7], 'rm', '')
-index(KEYS[3], v, ARGV[4])
-unpark(KEYS[1], KEYS[4])
-return 1
+	completeScript = prelude + fencedFunc + completeFunc + `
+return complete(KEYS, ARGV, now_us())
 `
 	releaseScript = fenced + `
 forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
@@ -199,6 +207,21 @@ index(KEYS[3], v, ARGV[4])
 return 1
 `
 )
+
+// completeFunc is the complete script's body as a function of its KEYS,
+// ARGV and the time, shared by the complete script and the batch complete
+// script.
+const completeFunc = `
+local function complete(KEYS, ARGV, now)
+	local v = fenced(KEYS, ARGV, now)
+	if not v then return 0 end
+	v[ST] = '2'
+	redis.call('HSET', KEYS[1], 'st', '2', 'rs', ARGV[7], 'rm', '')
+	index(KEYS[3], v, ARGV[4])
+	unpark(KEYS[1], KEYS[4])
+	return 1
+end
+`
 
 // dueScript lists up to ARGV[2] members of the sorted set KEYS[1] whose
 // score is not after now (ARGV[1]: the shift), lowest first, with their
