@@ -194,7 +194,7 @@ func (b *Batch) Skip(ctx context.Context, i int) error {
 	}
 	rec := c.Record
 	if rec.RecoveryPoint == "" {
-		return b.r.store.Release(ctx, rec.Fence())
+		return b.r.store.ReleaseUnstarted(ctx, rec.Fence())
 	}
 	return b.r.store.SaveRecoveryPoint(ctx, rec.Fence(), rec.RecoveryPoint, rec.RecoveryData, abandonLease)
 }

@@ -477,7 +477,9 @@ func (r *Runner) abandon(ctx context.Context, e *Execution) {
 	}
 	point, data := e.saved()
 	if point == "" {
-		_ = r.store.Release(ctx, e.Fence())
+		// A claim for a broker's last delivery may have marked the record
+		// started meanwhile: the store then keeps it for a Reconciler.
+		_ = r.store.ReleaseUnstarted(ctx, e.Fence())
 		return
 	}
 	_ = r.store.SaveRecoveryPoint(ctx, e.Fence(), point, data, abandonLease)

@@ -115,6 +115,14 @@ func (s *MemoryStore) Claim(ctx context.Context, req ClaimRequest) (Claim, error
 	case r.rec.State == StateCompleted:
 		return Claim{Outcome: ClaimCompleted, Record: copyRecord(r.rec)}, nil
 	case r.rec.LockedUntil.After(now):
+		if r.rec.RecoveryPoint == "" && req.Point != "" {
+			// The holder keeps its lease; the record now owns the message.
+			r.rec.RecoveryPoint = req.Point
+			if len(r.rec.Resume) == 0 && req.Resume != nil {
+				r.rec.Resume = bytes.Clone(req.Resume)
+			}
+			s.track(r)
+		}
 		return Claim{Outcome: ClaimInProgress, Record: copyRecord(r.rec)}, nil
 	}
 	s.takeOver(r, now, req.Lease)
@@ -205,8 +213,10 @@ func (s *MemoryStore) Park(ctx context.Context, f Fence, reason string) error {
 // SaveRecoveryPoint implements Store.
 func (s *MemoryStore) SaveRecoveryPoint(ctx context.Context, f Fence, point string, data []byte, lease time.Duration) error {
 	return s.write(ctx, f, func(r *memRecord, now time.Time) {
-		r.rec.RecoveryPoint = point
-		r.rec.RecoveryData = bytes.Clone(data)
+		if point != "" || r.rec.RecoveryPoint == "" {
+			r.rec.RecoveryPoint = point
+			r.rec.RecoveryData = bytes.Clone(data)
+		}
 		r.rec.LockedUntil = now.Add(lease)
 		s.track(r)
 	})
@@ -229,6 +239,18 @@ func (s *MemoryStore) Complete(ctx context.Context, f Fence, response []byte) er
 func (s *MemoryStore) Release(ctx context.Context, f Fence) error {
 	return s.write(ctx, f, func(r *memRecord, _ time.Time) {
 		s.remove(memKey{f.Caller, f.Key}, r)
+	})
+}
+
+// ReleaseUnstarted implements Store.
+func (s *MemoryStore) ReleaseUnstarted(ctx context.Context, f Fence) error {
+	return s.write(ctx, f, func(r *memRecord, now time.Time) {
+		if r.rec.RecoveryPoint == "" {
+			s.remove(memKey{f.Caller, f.Key}, r)
+			return
+		}
+		r.rec.LockedUntil = now
+		s.track(r)
 	})
 }
 

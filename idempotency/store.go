@@ -101,7 +101,10 @@ const (
 	// Generation and recovery point kept. The caller owns the execution and
 	// resumes it.
 	ClaimTakenOver
-	// ClaimInProgress: another execution holds a live lease. Nothing changed.
+	// ClaimInProgress: another execution holds a live lease. Nothing changed,
+	// except that a claim with ClaimRequest.Point gives a record without a
+	// recovery point that point (and its Resume, when the record has none):
+	// the execution stays the holder's, but the record now counts as begun.
 	ClaimInProgress
 	// ClaimCompleted: the record is completed; Record.Response holds the outcome.
 	ClaimCompleted
@@ -164,7 +167,9 @@ type Store interface {
 	// followed by a separate write.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 	// SaveRecoveryPoint stores point and data and extends the lease by lease,
-	// conditional on f. ErrLeaseLost when the fence no longer holds.
+	// conditional on f. An empty point only extends the lease of a record
+	// that has a recovery point (one a claim saved while f held the lease),
+	// keeping its point and data. ErrLeaseLost when the fence no longer holds.
 	SaveRecoveryPoint(ctx context.Context, f Fence, point string, data []byte, lease time.Duration) error
 	// Complete stores the outcome and marks the record completed, conditional
 	// on f. The record keeps its ExpiresAt. ErrLeaseLost when the fence no longer holds.
@@ -172,6 +177,13 @@ type Store interface {
 	// Release deletes an in-progress record owned by f, freeing the key (a
 	// rejection before execution began). ErrLeaseLost when the fence no longer holds.
 	Release(ctx context.Context, f Fence) error
+	// ReleaseUnstarted gives up the in-progress record owned by f, whose
+	// execution saved no recovery point: it deletes the record, freeing the
+	// key, as Release does, unless the record has a recovery point (a claim
+	// with ClaimRequest.Point saved it while f held the lease); that record
+	// is kept, its lease ended, for TakeOverStalled. ErrLeaseLost when the
+	// fence no longer holds.
+	ReleaseUnstarted(ctx context.Context, f Fence) error
 	// Get returns the live record for (caller, key) or ErrNotFound.
 	Get(ctx context.Context, caller, key string) (Record, error)
 	// DeleteExpired removes up to limit expired records (limit <= 0: all) and

@@ -61,7 +61,7 @@ for mode in safety liveness; do
   fi
 done
 
-# name|property|mode|what the one changed line does
+# name|property|mode|what the one changed line does[|the fault budget it needs at least]
 mutants='M1|P1|safety|a fenced Complete that fails still commits the local writes of its transaction
 M2|P2|safety|a claim takes over a completed record whose lease ran out (the state checked after the lease)
 M3|P3|safety|a Complete whose reply was lost is taken as stored
@@ -69,12 +69,15 @@ M4|P4|safety|no attempt in the fence of Complete (the generation only)
 M5A|P5|safety|a stopping consumer gives back the broker'"'"'s last delivery
 M5B|P5|safety|the consumer acks before the outcome is stored
 M5C|P5|safety|the last delivery is claimed without the started mark
+M5D|P5|safety|a claim of the last delivery that finds the record held without the started mark writes nothing|2
 M6|P6|safety|the claim reads the clock before its snapshot
 M7|P7|safety|the Work'"'"'s lease deadline runs from a clock read after the claim
 M8|P8|liveness|a claim that creates the record with the started mark leaves it out of the index of started records (MemoryStore.Claim without track)'
 
-while IFS='|' read -r name prop mode what; do
-  echo "==> mutant $name ($what): expect $prop broken"
+base=$FAULTS
+while IFS='|' read -r name prop mode what need; do
+  FAULTS=$(( ${need:-0} > base ? need : base ))
+  echo "==> mutant $name ($what): expect $prop broken (FAULTS=$FAULTS)"
   verify "$mode" "-D$name" > out.txt || true
   if [ -f claim.pml.trail ] || grep -q 'acceptance cycle' out.txt; then
     got=$(broken "-D$name")

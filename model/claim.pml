@@ -239,15 +239,18 @@ inline store(op, g, a, arg)
 					assert(false)
 				:: else
 				fi;
+				/* A claim with the started mark saves it on a record
+				 * held without one: the holder keeps the execution, the
+				 * record now owns the message. */
+#ifndef M5D
+				if :: (arg & MARK) && !r_point -> r_point = true; TRACK :: else fi;
+#endif
 				kind = INPROG
 			fi;
-			/* The last delivery reached the store once a claim of it took
-			 * the execution or found it owned (STRICT_P5: any claim). */
-#ifdef STRICT_P5
+			/* The last delivery reached the store once any claim of it
+			 * applied: it took the execution, found it settled, or saved
+			 * the started mark on the record that holds it. */
 			if :: arg & LASTDELIVERY -> reached = true :: else fi;
-#else
-			if :: (arg & LASTDELIVERY) && (kind != INPROG || r_point) -> reached = true :: else fi;
-#endif
 			rg = r_gen; ra = r_att; rarg = (kind == COMPLETED -> r_resp : r_point)
 		:: apply && op == COMPLETE ->
 			if
@@ -274,8 +277,12 @@ inline store(op, g, a, arg)
 			:: else -> kind = LOST
 			fi
 		:: apply && op == RELEASE ->
+			/* Store.ReleaseUnstarted: a record that got the started mark
+			 * from another claim is kept, its lease ended, for a
+			 * Reconciler. */
 			if
-			:: FENCED -> r_exists = false; holder = NONE; kind = OK
+			:: FENCED && !r_point -> r_exists = false; holder = NONE; kind = OK
+			:: FENCED && r_point -> r_rem = 0; LEASE_ENDED; kind = OK
 			:: else -> kind = LOST
 			fi
 		:: apply && op == PARK ->

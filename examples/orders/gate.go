@@ -62,6 +62,13 @@ func (g gatedStore) Complete(ctx context.Context, f idempotency.Fence, response 
 	return g.Store.Complete(ctx, f, response)
 }
 
+func (g gatedStore) ReleaseUnstarted(ctx context.Context, f idempotency.Fence) error {
+	if err := g.check(); err != nil {
+		return err
+	}
+	return g.Store.ReleaseUnstarted(ctx, f)
+}
+
 func (g gatedStore) Release(ctx context.Context, f idempotency.Fence) error {
 	if err := g.check(); err != nil {
 		return err

@@ -45,6 +45,11 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			return idempotency.Claim{Outcome: idempotency.ClaimMismatch, Record: rec}, nil
 		case live && rec.State == idempotency.StateCompleted:
 			return idempotency.Claim{Outcome: idempotency.ClaimCompleted, Record: rec}, nil
+		case live && rec.LockedUntil.UnixMicro() > now && rec.RecoveryPoint == "" && req.Point != "":
+			c, ok, err := s.mark(ctx, id, rec, req)
+			if err != nil || ok {
+				return c, err
+			}
 		case live && rec.LockedUntil.UnixMicro() > now:
 			return idempotency.Claim{Outcome: idempotency.ClaimInProgress, Record: rec}, nil
 		case live:
@@ -134,6 +139,23 @@ func (s *Store) takeOver(ctx context.Context, id []byte, now int64, rec idempote
 		rec.RecoveryPoint = req.Point
 	}
 	return idempotency.Claim{Outcome: idempotency.ClaimTakenOver, Record: rec}, true, nil
+}
+
+// mark gives the in-progress record read, held by another execution's
+// live lease, the claim's recovery point (and resume, if it has none),
+// leaving the execution to its holder. ok is false when the record changed
+// since the read.
+func (s *Store) mark(ctx context.Context, id []byte, rec idempotency.Record, req idempotency.ClaimRequest) (idempotency.Claim, bool, error) {
+	res, err := s.db.ExecContext(ctx, s.q.mark, []byte(req.Point), req.Resume, id, []byte(req.Caller), []byte(req.Key),
+		rec.Attempt, rec.Generation, []byte(req.Fingerprint), s.shiftArg(), s.shiftArg())
+	if n, err := affected(res, err); err != nil || n == 0 {
+		return idempotency.Claim{}, false, err
+	}
+	rec.RecoveryPoint = req.Point
+	if rec.Resume == nil {
+		rec.Resume = clone(req.Resume)
+	}
+	return idempotency.Claim{Outcome: idempotency.ClaimInProgress, Record: rec}, true, nil
 }
 
 // affected returns the rows a claim's write matched.

@@ -11,8 +11,9 @@ const recordColumns = "caller, `key`, fingerprint, status, attempt, generation, 
 // it takes one argument (the shift) where it stands. Queries on one record
 // find it by id, through the primary key, and match caller and key exactly.
 type queries struct {
-	claimRead, insert, replace, takeOver                                string
+	claimRead, insert, replace, takeOver, mark                          string
 	get, save, complete, release, park                                  string
+	releaseUnstarted, endStartedLease                                   string
 	stalledRead, deleteRead, deleteExpired, listParked, nextGenerations string
 	keysTable                                                           string
 	// For batches (see batch.go): claimReadMany and completeRead end with
@@ -75,13 +76,30 @@ func buildQueries(prefix string) queries {
 			"recovery_point = IF(recovery_point = '', ?, recovery_point) " +
 			"WHERE id = ? AND caller = ? AND `key` = ? AND attempt = ? AND generation = ? AND status = 1 AND fingerprint = ? " +
 			"AND locked_until <= @now AND expires_at > @now",
+		// Gives the record read, held by another execution's live lease
+		// and without a recovery point, the claim's point (and resume, if
+		// it has none), if it still is so; the execution stays its
+		// holder's. Arguments: recovery point, resume, id, caller, key,
+		// attempt, generation, fingerprint, shift, shift.
+		mark: "UPDATE @keys SET recovery_point = ?, resume = COALESCE(resume, ?) " +
+			"WHERE id = ? AND caller = ? AND `key` = ? AND attempt = ? AND generation = ? AND status = 1 AND fingerprint = ? " +
+			"AND recovery_point = '' AND locked_until > @now AND expires_at > @now",
 		// Arguments: id, caller, key, shift.
 		get: "SELECT @cols FROM @keys WHERE id = ? AND caller = ? AND `key` = ? AND expires_at > @now",
-		// Arguments: point, data, shift, lease, then the fence's.
-		save: "UPDATE @keys SET recovery_point = ?, recovery_data = ?, locked_until = @now + ? WHERE @fenced",
+		// An empty point keeps the record's point and data, if it has a
+		// point (recovery_data is set first: it reads the old point).
+		// Arguments: point, point, data, point, shift, lease, then the
+		// fence's.
+		save: "UPDATE @keys SET recovery_data = IF(? = '' AND recovery_point <> '', recovery_data, ?), " +
+			"recovery_point = IF(? = '', recovery_point, ?), locked_until = @now + ? WHERE @fenced",
 		// Arguments: response, then the fence's.
 		complete: "UPDATE @keys SET status = 2, response = ?, resume = NULL WHERE @fenced",
 		release:  "DELETE FROM @keys WHERE @fenced",
+		// Release of a record without a recovery point; for one that got
+		// one, endStartedLease ends its lease instead. Arguments: the
+		// fence's; shift, then the fence's.
+		releaseUnstarted: "DELETE FROM @keys WHERE @fenced AND recovery_point = ''",
+		endStartedLease:  "UPDATE @keys SET locked_until = @now WHERE @fenced AND recovery_point <> ''",
 		// Arguments: reason, shift, then the fence's.
 		park: "UPDATE @keys SET parked = ?, locked_until = @now WHERE @fenced",
 		// Stalled executions, oldest lease first, locked; rows another
@@ -102,8 +120,8 @@ func buildQueries(prefix string) queries {
 		nextGenerations: "UPDATE @gens SET next = LAST_INSERT_ID(next + ?) WHERE id = 1",
 		keysTable:       keys,
 	}
-	for _, p := range []*string{&q.claimRead, &q.insert, &q.replace, &q.takeOver, &q.get, &q.save, &q.complete,
-		&q.release, &q.park, &q.stalledRead, &q.deleteRead, &q.deleteExpired, &q.listParked, &q.nextGenerations} {
+	for _, p := range []*string{&q.claimRead, &q.insert, &q.replace, &q.takeOver, &q.mark, &q.get, &q.save, &q.complete,
+		&q.release, &q.releaseUnstarted, &q.endStartedLease, &q.park, &q.stalledRead, &q.deleteRead, &q.deleteExpired, &q.listParked, &q.nextGenerations} {
 		*p = strings.ReplaceAll(strings.ReplaceAll(r.Replace(*p), "@nowAfterRead", nowAfterRead), "@now", now)
 	}
 	// Arguments: shift, then the ids. One row at least: the clock after the

@@ -118,7 +118,8 @@ func (s *Store) Get(ctx context.Context, caller, key string) (idempotency.Record
 // conditional on f, committed on its own (never in the completion
 // transaction), so it is durable before the external call it brackets.
 func (s *Store) SaveRecoveryPoint(ctx context.Context, f idempotency.Fence, point string, data []byte, lease time.Duration) error {
-	return s.fenced(ctx, "save recovery point", s.q.save, append([]any{[]byte(point), data, s.shiftArg(), lease.Microseconds()}, s.fenceArgs(f)...))
+	p := []byte(point)
+	return s.fenced(ctx, "save recovery point", s.q.save, append([]any{p, data, p, p, s.shiftArg(), lease.Microseconds()}, s.fenceArgs(f)...))
 }
 
 // Complete stores response and marks the record completed, conditional on f.
@@ -129,6 +130,19 @@ func (s *Store) Complete(ctx context.Context, f idempotency.Fence, response []by
 // Release deletes the in-progress record owned by f, freeing the key.
 func (s *Store) Release(ctx context.Context, f idempotency.Fence) error {
 	return s.fenced(ctx, "release", s.q.release, s.fenceArgs(f))
+}
+
+// ReleaseUnstarted deletes the in-progress record owned by f if it has no
+// recovery point; one that got one (from a claim made while f held the
+// lease) is kept, its lease ended, for TakeOverStalled. A point is never
+// removed while the fence holds, so when the delete finds one the update
+// that follows does too.
+func (s *Store) ReleaseUnstarted(ctx context.Context, f idempotency.Fence) error {
+	err := s.fenced(ctx, "release", s.q.releaseUnstarted, s.fenceArgs(f))
+	if !errors.Is(err, idempotency.ErrLeaseLost) {
+		return err
+	}
+	return s.fenced(ctx, "release", s.q.endStartedLease, append([]any{s.shiftArg()}, s.fenceArgs(f)...))
 }
 
 // Park marks the record f owns as given up with reason and ends its lease,

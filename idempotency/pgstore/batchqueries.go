@@ -22,7 +22,9 @@ func buildBatchQueries(schema string) batchQueries {
 		// of r: the requests, one per key (no key twice), given as
 		// arrays in the order of their key's hash. A request whose
 		// statement changed nothing is missing from the answer; ClaimBatch
-		// claims it again alone. A new record's generation is the
+		// claims it again alone; so is one that finds its record held
+		// without a recovery point while it brings one (Claim saves it on
+		// the record). A new record's generation is the
 		// sequence's next value mixed (XOR) with $9, a random value of the
 		// batch with bit 62 set: distinct within the batch, never 0, and
 		// not drawn again after a database crash that lost the claim and
@@ -35,7 +37,8 @@ func buildBatchQueries(schema string) batchQueries {
 		AS r(caller, key, fingerprint, lease, ttl, resume, point)
 ), cur AS (
 	SELECT @kcols,
-		k.expires_at > n.t AND NOT (k.status = 1 AND k.locked_until < n.t AND k.fingerprint = r.fingerprint) AS settled
+		k.expires_at > n.t AND NOT (k.status = 1 AND k.locked_until < n.t AND k.fingerprint = r.fingerprint) AS settled,
+		k.status = 1 AND k.recovery_point = '' AND COALESCE(r.point, '') <> '' AND k.fingerprint = r.fingerprint AS markable
 	FROM r JOIN __SCHEMA__.idempotency_keys k
 		ON k.key_hash = sha256(sha256(r.caller) || r.key) AND k.caller = r.caller AND k.key = r.key, n
 ), c AS (
@@ -66,7 +69,7 @@ func buildBatchQueries(schema string) batchQueries {
 )
 SELECT true, @cols FROM c
 UNION ALL
-SELECT false, @cols FROM cur WHERE settled`),
+SELECT false, @cols FROM cur WHERE settled AND NOT markable`),
 
 		// The fenced update of Complete, for many fences at once; the
 		// records it completed are returned, the others lost their fence.

@@ -25,10 +25,10 @@
 // the same fingerprint (bumping the attempt counter) under the row lock that
 // ON CONFLICT takes: never a read followed by a separate write. A created or
 // replacing row draws a new generation from a sequence; a takeover keeps it.
-// Every later write (SaveRecoveryPoint, Complete, Release) is conditional on
-// the attempt counter and the generation: zero rows matched means the lease
-// was lost (or the row is another incarnation of the key), and the write
-// returns idempotency.ErrLeaseLost. Leases and expiry use the database clock
+// Every later write (SaveRecoveryPoint, Complete, Release, ReleaseUnstarted)
+// is conditional on the attempt counter and the generation: zero rows matched
+// means the lease was lost (or the row is another incarnation of the key),
+// and the write returns idempotency.ErrLeaseLost. Leases and expiry use the database clock
 // (now()), never the clock of the process; a claim reads it when its
 // statement runs (clock_timestamp()), after the statement's snapshot, so
 // that it never reports as held a lease that a write its snapshot sees

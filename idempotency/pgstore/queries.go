@@ -13,6 +13,7 @@ const recordColumns = `caller, key, fingerprint, status, attempt, generation, lo
 // both exactly.
 type queries struct {
 	claim, get, saveRecoveryPoint, complete, completeTx, release string
+	releaseUnstarted, endStartedLease                            string
 	deleteExpired, takeOverStalled, park, listParked             string
 	enqueue, claimOutbox, markDelivered, markFailed, purge       string
 }
@@ -40,7 +41,11 @@ func buildQueries(schema string) queries {
 		// on the hash of caller and key; the update also requires both to
 		// match, so a row of another pair is never taken. $8 is the
 		// recovery point a new row starts with ('' for none), which a
-		// takeover gives a row that has none.
+		// takeover gives a row that has none. m gives it (and the resume,
+		// if none) to a live row held by another execution that has none,
+		// leaving the execution to its holder; if the row changed since
+		// the snapshot, m changes nothing and Claim runs the statement
+		// again.
 		//
 		// The statement's clock (n) is read once, when the statement runs,
 		// after its snapshot was taken (clock_timestamp, not now(), which
@@ -54,6 +59,14 @@ func buildQueries(schema string) queries {
 		expires_at > n.t AND NOT (status = 1 AND locked_until < n.t AND fingerprint = $3) AS settled
 	FROM __SCHEMA__.idempotency_keys, n
 	WHERE @id
+), m AS (
+	UPDATE __SCHEMA__.idempotency_keys AS k
+	SET recovery_point = $8::bytea, resume = COALESCE(k.resume, $6::bytea)
+	FROM n
+	WHERE @id AND COALESCE($8::bytea, '') <> '' AND k.status = 1 AND k.recovery_point = ''
+		AND k.fingerprint = $3 AND k.locked_until >= n.t AND k.expires_at > n.t
+		AND EXISTS (SELECT 1 FROM cur WHERE settled)
+	RETURNING @cols
 ), c AS (
 	INSERT INTO __SCHEMA__.idempotency_keys AS k (@cols)
 	SELECT $1, $2, $3, 1, 1, nextval(__GENERATION_SEQ__),
@@ -82,13 +95,19 @@ func buildQueries(schema string) queries {
 )
 SELECT true, @cols FROM c
 UNION ALL
-SELECT false, @cols FROM cur WHERE settled`),
+SELECT false, @cols FROM m
+UNION ALL
+SELECT false, @cols FROM cur WHERE settled
+	AND NOT (COALESCE($8::bytea, '') <> '' AND status = 1 AND recovery_point = '' AND fingerprint = $3)`),
 
 		get: r.Replace(`SELECT @cols FROM __SCHEMA__.idempotency_keys
 WHERE @id AND expires_at > @now3`),
 
+		// An empty point keeps the row's point and data, if it has a point.
 		saveRecoveryPoint: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
-SET recovery_point = $4, recovery_data = $5, locked_until = @now8 + $6::bigint * interval '1 microsecond'
+SET recovery_point = CASE WHEN $4::bytea = '' THEN recovery_point ELSE $4::bytea END,
+	recovery_data = CASE WHEN $4::bytea = '' AND recovery_point <> '' THEN recovery_data ELSE $5::bytea END,
+	locked_until = @now8 + $6::bigint * interval '1 microsecond'
 WHERE @id AND attempt = $3 AND generation = $7 AND status = 1 AND expires_at > @now8`),
 
 		complete: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
@@ -107,6 +126,15 @@ SELECT __SCHEMA__.require_fence((SELECT count(*) FROM u))`),
 
 		release: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys
 WHERE @id AND attempt = $3 AND generation = $4 AND status = 1 AND expires_at > @now5`),
+
+		// Release of a row without a recovery point; for a row that got
+		// one, endStartedLease ends its lease instead.
+		releaseUnstarted: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys
+WHERE @id AND attempt = $3 AND generation = $4 AND status = 1 AND expires_at > @now5 AND recovery_point = ''`),
+
+		endStartedLease: r.Replace(`UPDATE __SCHEMA__.idempotency_keys
+SET locked_until = @now5
+WHERE @id AND attempt = $3 AND generation = $4 AND status = 1 AND expires_at > @now5 AND recovery_point <> ''`),
 
 		// Rows locked by another sweeper, or by a claim replacing them, are skipped.
 		deleteExpired: r.Replace(`DELETE FROM __SCHEMA__.idempotency_keys k

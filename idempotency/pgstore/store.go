@@ -88,6 +88,20 @@ func (s *Store) Release(ctx context.Context, f idempotency.Fence) error {
 	return fenced("release", tag, err)
 }
 
+// ReleaseUnstarted deletes the in-progress record owned by f if it has no
+// recovery point; one that got one (from a claim made while f held the
+// lease) is kept, its lease ended, for TakeOverStalled. A point is never
+// removed while the fence holds, so when the delete finds one the update
+// that follows does too.
+func (s *Store) ReleaseUnstarted(ctx context.Context, f idempotency.Fence) error {
+	tag, err := s.pool.Exec(ctx, s.q.releaseUnstarted, []byte(f.Caller), []byte(f.Key), f.Attempt, f.Generation, s.now())
+	if err != nil || tag.RowsAffected() > 0 {
+		return fenced("release", tag, err)
+	}
+	tag, err = s.pool.Exec(ctx, s.q.endStartedLease, []byte(f.Caller), []byte(f.Key), f.Attempt, f.Generation, s.now())
+	return fenced("release", tag, err)
+}
+
 // fenced turns the result of a fenced write into an error: zero rows means the
 // fence no longer holds.
 func fenced(op string, tag pgconn.CommandTag, err error) error {

@@ -19,8 +19,8 @@
 // The key of a record is (caller, key), each of any length and any bytes:
 // a record's Redis key holds a SHA-256 of both, and every script compares
 // the caller and key it finds with the ones asked for. Every operation on a
-// record (Claim, Get, SaveRecoveryPoint, Complete, Release, Park) is one Lua
-// script, so one round trip, and atomic: Redis runs a script alone. A claim
+// record (Claim, Get, SaveRecoveryPoint, Complete, Release,
+// ReleaseUnstarted, Park) is one Lua script, so one round trip, and atomic: Redis runs a script alone. A claim
 // creates the record, replaces an expired one, takes over a stale
 // in-progress one with the same fingerprint (bumping the attempt counter),
 // or reports the live one, never a read followed by a separate write. Every

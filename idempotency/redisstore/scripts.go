@@ -91,7 +91,8 @@ end
 // resume, the recovery point a new record starts with (empty for none; a
 // takeover gives it to a record that has none).
 // Returns the outcome (n created, t taken over, p in progress, c completed,
-// m mismatch) and the record.
+// m mismatch) and the record. A record in progress without a recovery
+// point is given the claim's (and its resume, if it has none).
 const claimScript = prelude + claimFunc + `
 return claim(KEYS, ARGV, now_us())
 `
@@ -106,7 +107,18 @@ if v then
 	if tonumber(v[EX]) > now then
 		if v[FP] ~= ARGV[5] then return flat('m', v) end
 		if v[ST] == '2' then return flat('c', v) end
-		if tonumber(v[LU]) > now then return flat('p', v) end
+		if tonumber(v[LU]) > now then
+			-- Held by another execution: a claim with a point gives it
+			-- (and its resume, if it has none) to a record without one,
+			-- and leaves the execution to its holder.
+			if v[PT] == '' and ARGV[10] ~= '' then
+				v[PT] = ARGV[10]
+				if v[RM] == '' and ARGV[8] == '1' then v[RM] = ARGV[9] end
+				redis.call('HSET', KEYS[1], 'pt', v[PT], 'rm', v[RM])
+				index(KEYS[3], v, ARGV[4])
+			end
+			return flat('p', v)
+		end
 		v[AT] = fmt(tonumber(v[AT]) + 1)
 		v[LU] = fmt(now + tonumber(ARGV[6]))
 		if v[PK] ~= '' then
@@ -181,11 +193,16 @@ end
 // ARGV: shift, caller, key, id, attempt, generation, then their own.
 // Each returns 1, or 0 when the fence no longer holds (and changes nothing).
 const (
-	// ARGV[7] point, ARGV[8] data, ARGV[9] lease.
+	// ARGV[7] point, ARGV[8] data, ARGV[9] lease. An empty point keeps
+	// the record's point and data, if it has a point.
 	saveScript = fenced + `
-v[PT] = ARGV[7]
 v[LU] = fmt(now + tonumber(ARGV[9]))
-redis.call('HSET', KEYS[1], 'pt', v[PT], 'dt', ARGV[8], 'lu', v[LU])
+if ARGV[7] ~= '' or v[PT] == '' then
+	v[PT] = ARGV[7]
+	redis.call('HSET', KEYS[1], 'pt', v[PT], 'dt', ARGV[8], 'lu', v[LU])
+else
+	redis.call('HSET', KEYS[1], 'lu', v[LU])
+end
 index(KEYS[3], v, ARGV[4])
 return 1
 `
@@ -195,6 +212,17 @@ return complete(KEYS, ARGV, now_us())
 `
 	releaseScript = fenced + `
 forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+return 1
+`
+	// A record with a recovery point is kept, its lease ended.
+	releaseUnstartedScript = fenced + `
+if v[PT] == '' then
+	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+	return 1
+end
+v[LU] = fmt(now)
+redis.call('HSET', KEYS[1], 'lu', v[LU])
+index(KEYS[3], v, ARGV[4])
 return 1
 `
 	// ARGV[7] reason, ARGV[8] parked-set member.
@@ -297,15 +325,16 @@ return out
 `
 
 var (
-	claimLua     = redis.NewScript(claimScript)
-	getLua       = redis.NewScript(getScript)
-	saveLua      = redis.NewScript(saveScript)
-	completeLua  = redis.NewScript(completeScript)
-	releaseLua   = redis.NewScript(releaseScript)
-	parkLua      = redis.NewScript(parkScript)
-	dueLua       = redis.NewScript(dueScript)
-	takeOverLua  = redis.NewScript(takeOverScript)
-	deleteLua    = redis.NewScript(deleteScript)
-	parkedLua    = redis.NewScript(parkedScript)
-	recordFields = 14
+	claimLua            = redis.NewScript(claimScript)
+	getLua              = redis.NewScript(getScript)
+	saveLua             = redis.NewScript(saveScript)
+	completeLua         = redis.NewScript(completeScript)
+	releaseLua          = redis.NewScript(releaseScript)
+	releaseUnstartedLua = redis.NewScript(releaseUnstartedScript)
+	parkLua             = redis.NewScript(parkScript)
+	dueLua              = redis.NewScript(dueScript)
+	takeOverLua         = redis.NewScript(takeOverScript)
+	deleteLua           = redis.NewScript(deleteScript)
+	parkedLua           = redis.NewScript(parkedScript)
+	recordFields        = 14
 )

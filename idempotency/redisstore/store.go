@@ -152,6 +152,13 @@ func (s *Store) Release(ctx context.Context, f idempotency.Fence) error {
 	return s.fenced(ctx, "release", releaseLua, f)
 }
 
+// ReleaseUnstarted deletes the in-progress record owned by f if it has no
+// recovery point; one that got one (from a claim made while f held the
+// lease) is kept, its lease ended, for TakeOverStalled.
+func (s *Store) ReleaseUnstarted(ctx context.Context, f idempotency.Fence) error {
+	return s.fenced(ctx, "release", releaseUnstartedLua, f)
+}
+
 // Park marks the record f owns as given up with reason and ends its lease,
 // conditional on f.
 func (s *Store) Park(ctx context.Context, f idempotency.Fence, reason string) error {

@@ -40,6 +40,12 @@
 //     TakeOverStalled and lets the next claim take it over at once; Resume
 //     is kept until the record completes; ListParked lists exactly the live
 //     parked records, by caller then key, page after page;
+//   - a claim with a recovery point (a broker's last delivery) that finds
+//     the record held, without one, by another execution's live lease
+//     saves its point (and resume) on the record and leaves the execution
+//     to its holder, whose fence still holds, whose lease extensions keep
+//     the point, and who completes as before; when the holder fails
+//     instead, ReleaseUnstarted keeps the record for TakeOverStalled;
 //   - Release frees the key; Get returns ErrNotFound for a missing key;
 //   - expiry: after the TTL a key is absent for Get and Claim before any
 //     DeleteExpired; DeleteExpired removes only expired records and honours
@@ -158,6 +164,7 @@ var cases = []struct {
 	{"TakeoverAfterLease", testTakeoverAfterLease},
 	{"TakeOverStalled", testTakeOverStalled},
 	{"ClaimWithPoint", testClaimWithPoint},
+	{"LastClaimKeepsMessage", testLastClaimKeepsMessage},
 	{"TakeOverStalledLimit", testTakeOverStalledLimit},
 	{"TakeOverStalledRace", testTakeOverStalledRace},
 	{"Park", testPark},
@@ -194,4 +201,5 @@ var cases = []struct {
 	{"BatchLostLease", testBatchLostLease},
 	{"BatchClose", testBatchClose},
 	{"BatchFailedStatement", testBatchFailedStatement},
+	{"BatchLastClaimMarks", testBatchLastClaimMarks},
 }

@@ -191,6 +191,13 @@ func (s *store) Complete(ctx context.Context, f idempotency.Fence, response []by
 	return err
 }
 
+func (s *store) ReleaseUnstarted(ctx context.Context, f idempotency.Fence) error {
+	if err := s.g.enter(); err != nil {
+		return err
+	}
+	return s.Store.ReleaseUnstarted(ctx, f)
+}
+
 func (s *store) Release(ctx context.Context, f idempotency.Fence) error {
 	if err := s.g.enter(); err != nil {
 		return err

@@ -40,13 +40,18 @@ func (w *world) sawClaim(a *actor, req idempotency.ClaimRequest, c idempotency.C
 	case idempotency.ClaimCompleted:
 		w.logf("  %s: claim %s: completed g%d", a.name, req.Key, r.Generation)
 		w.sawRecord(a, r, "claim")
+	case idempotency.ClaimInProgress:
+		w.logf("  %s: claim %s: in progress g%d a%d point %q", a.name, req.Key, r.Generation, r.Attempt, r.RecoveryPoint)
+		w.claimedLast(req)
 	default:
 		w.logf("  %s: claim %s: outcome %d (g%d a%d)", a.name, req.Key, c.Outcome, r.Generation, r.Attempt)
 	}
 }
 
-// claimedLast notes a claim that makes the store own a message (the
-// broker's last delivery's, which marks it started).
+// claimedLast notes a claim that makes the store own a message: the
+// broker's last delivery's, which marks it started, whether it takes the
+// execution or finds it held by another (its mark is then saved on the
+// holder's record).
 func (w *world) claimedLast(req idempotency.ClaimRequest) {
 	if req.Point == "" {
 		return

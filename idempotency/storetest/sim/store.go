@@ -89,6 +89,16 @@ func (s *gatedStore) Complete(ctx context.Context, f idempotency.Fence, response
 	})
 }
 
+func (s *gatedStore) ReleaseUnstarted(ctx context.Context, f idempotency.Fence) error {
+	return s.call(ctx, fmt.Sprintf("release-unstarted %s a%d", f.Key, f.Attempt), func(ctx context.Context) error {
+		err := s.inner.ReleaseUnstarted(ctx, f)
+		if err == nil {
+			s.a.w.sawFencedWrite(s.a, f, "release-unstarted")
+		}
+		return err
+	})
+}
+
 func (s *gatedStore) Release(ctx context.Context, f idempotency.Fence) error {
 	return s.call(ctx, fmt.Sprintf("release %s a%d", f.Key, f.Attempt), func(ctx context.Context) error {
 		err := s.inner.Release(ctx, f)
