@@ -74,25 +74,7 @@ func buildQueries(schema string) queries {
 		n.t, n.t + $5::bigint * interval '1 microsecond'
 	FROM n
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE settled)
-	ON CONFLICT (key_hash) DO UPDATE SET
-		fingerprint    = excluded.fingerprint,
-		status         = 1,
-		attempt        = CASE WHEN k.expires_at <= excluded.created_at THEN 1 ELSE k.attempt + 1 END,
-		generation     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.generation ELSE k.generation END,
-		locked_until   = excluded.locked_until,
-		recovery_point = CASE WHEN k.expires_at <= excluded.created_at OR k.recovery_point = '' THEN excluded.recovery_point
-			ELSE k.recovery_point END,
-		recovery_data  = CASE WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.recovery_data END,
-		response       = NULL,
-		resume         = CASE WHEN excluded.resume IS NOT NULL THEN excluded.resume
-			WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.resume END,
-		parked         = NULL,
-		created_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at ELSE k.created_at END,
-		expires_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.expires_at ELSE k.expires_at END
-	WHERE k.caller = excluded.caller AND k.key = excluded.key AND (k.expires_at <= excluded.created_at
-		OR (k.status = 1 AND k.locked_until < excluded.created_at AND k.fingerprint = excluded.fingerprint))
-	RETURNING @cols
-)
+` + claimUpsert + `)
 SELECT true, @cols FROM c
 UNION ALL
 SELECT false, @cols FROM m
@@ -205,3 +187,28 @@ USING (
 WHERE o.seq = d.seq`),
 	}
 }
+
+// claimUpsert is the claim's conflict rule, shared by Claim's statement
+// and ClaimBatch's: a record whose TTL ended is replaced (a new
+// generation), a stalled one with the same fingerprint is taken over (the
+// next attempt, keeping its generation and recovery point), and any
+// other is left as it is (the statement answers it from cur).
+const claimUpsert = `	ON CONFLICT (key_hash) DO UPDATE SET
+		fingerprint    = excluded.fingerprint,
+		status         = 1,
+		attempt        = CASE WHEN k.expires_at <= excluded.created_at THEN 1 ELSE k.attempt + 1 END,
+		generation     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.generation ELSE k.generation END,
+		locked_until   = excluded.locked_until,
+		recovery_point = CASE WHEN k.expires_at <= excluded.created_at OR k.recovery_point = '' THEN excluded.recovery_point
+			ELSE k.recovery_point END,
+		recovery_data  = CASE WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.recovery_data END,
+		response       = NULL,
+		resume         = CASE WHEN excluded.resume IS NOT NULL THEN excluded.resume
+			WHEN k.expires_at <= excluded.created_at THEN NULL ELSE k.resume END,
+		parked         = NULL,
+		created_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at ELSE k.created_at END,
+		expires_at     = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.expires_at ELSE k.expires_at END
+	WHERE k.caller = excluded.caller AND k.key = excluded.key AND (k.expires_at <= excluded.created_at
+		OR (k.status = 1 AND k.locked_until < excluded.created_at AND k.fingerprint = excluded.fingerprint))
+	RETURNING @cols
+`
