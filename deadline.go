@@ -82,7 +82,7 @@ func waitEndsPastDeadline(now time.Time, wait time.Duration, deadline time.Time)
 }
 
 // sleep waits d on clk, returning early (false) when ctx is done.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration, wake <-chan struct{}) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
@@ -93,6 +93,8 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	case <-wake:
+		return ctx.Err() == nil
 	}
 }
 

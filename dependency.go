@@ -27,10 +27,23 @@ const (
 	// drained by another host's outage never takes a healthy host down on
 	// its first failure.
 	budgetDownAfter = 2
+	// downAfterFor is how long before now the first of downAfter
+	// failures in a row must have been sent for them to take the
+	// dependency down: attempts of many requests sent together that fail
+	// together, while other requests are answered a moment later, say
+	// something of those requests, not of the dependency; and a brief cut
+	// is ridden through by the retries' backoff.
+	downAfterFor = 50 * time.Millisecond
 	// probeFirst is the wait before the first probe of a dependency that
 	// went down; each failed probe doubles it, up to probeMax.
 	probeFirst = 100 * time.Millisecond
 	probeMax   = time.Second
+	// probeEvery is how many requests may join the wait between two
+	// probes: however short the probe interval, a dependency that many
+	// requests ask for is probed once for every probeEvery that wait, so
+	// the requests that arrive between its recovery and the probe that
+	// sees it are few (and probes stay a small share of the requests).
+	probeEvery = 10
 )
 
 // dependency is what a Transport (per host) or a Budget (for Do) knows of
@@ -48,21 +61,30 @@ type dependency struct {
 	state    atomic.Int32
 	streak   atomic.Int32 // attempts in a row that failed
 	streakAt atomic.Int64 // when the first of them failed, in nanoseconds since the epoch
+	fullAt   atomic.Int64 // when the downAfter-th of them failed, likewise
+	sentAt   atomic.Int64 // when the first of them was sent, likewise
 	used     atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
 
-	mu        sync.Mutex
-	queue     waitQueue // earliest deadline first
-	timer     stopper   // the next tick; nil when none is due
+	mu    sync.Mutex
+	queue waitQueue // earliest deadline first
+	// fresh holds the requests that arrived while the dependency
+	// recovered and found the window full: they go before the backlog.
+	fresh waitQueue
+	// recovery is closed when the dependency answers again after it was
+	// down: requests waiting out a backoff then go (see nextRecovery).
+	recovery  chan struct{}
+	timer     stopper // the next tick; nil when none is due
 	timerAt   time.Time
 	downSince time.Time
 	askedFrom time.Time // when the failures that took it down began
 	arrivals  int       // requests that asked to go since askedFrom (the failures among them)
-	// askedBefore is the rate at which the failures that took it down
+	// askedBefore is the rate at which the first failures that took it down
 	// came, per second: what callers asked before they had to wait.
 	askedBefore float64
 	probeGap    time.Duration
 	nextProbe   time.Time
 	probing     bool      // a probe is out
+	joined      int       // requests that joined the wait since the last probe went
 	probeAt     time.Time // when the last probe went
 	// answerTime is how long the probe that ended the outage took to be
 	// answered: a waiter with less time left is not released.
@@ -133,7 +155,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	switch state {
 	case depDown:
 		if !w.probed && !d.probing && !now.Before(d.nextProbe) && d.queue.unprobed == 0 {
-			d.probing, d.probeAt = true, now
+			d.probing, d.probeAt, d.joined = true, now, 0
 			d.stats.Probes++
 			return nil, true, nil
 		}
@@ -151,7 +173,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 			return nil, false, nil
 		}
 	}
-	if d.queue.Len() >= w.maxWaiters {
+	if d.waiting() >= w.maxWaiters {
 		d.stats.Rejected++
 		return nil, false, ErrDependencyDown
 	}
@@ -162,7 +184,17 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 		}
 		deadline = w.bound
 	}
-	s := d.queue.join(slotOf(deadline), w.probed)
+	var s *waitSlot
+	if state == depRecovering {
+		// Arrived after the recovery and found the window full: it goes
+		// as soon as the window has room, before the backlog.
+		s = d.fresh.join(slotOf(deadline), w.probed)
+	} else {
+		s = d.queue.join(slotOf(deadline), w.probed)
+		if d.joined++; d.joined >= probeEvery && !d.probing {
+			d.nextProbe = now // many wait: probe now, not at the interval
+		}
+	}
 	if !w.waited {
 		w.waited = true
 		d.stats.Waited++
@@ -189,7 +221,7 @@ func (d *dependency) abandon(s *waitSlot, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.index >= 0 {
-		d.queue.leave(s)
+		s.queue.leave(s)
 		if err == context.DeadlineExceeded {
 			d.stats.Expired++
 		} else {
@@ -205,12 +237,12 @@ func (d *dependency) abandon(s *waitSlot, err error) {
 }
 
 // observe learns from an attempt's outcome; probe says the attempt was
-// the dependency's probe.
-func (d *dependency) observe(o outcome, probe bool) {
+// the dependency's probe, sent when it was sent.
+func (d *dependency) observe(o outcome, probe bool, sent time.Time) {
 	if d == nil {
 		return
 	}
-	d.learn(o)
+	d.learn(o, sent)
 	switch {
 	case o.alive():
 		if d.streak.Load() != 0 {
@@ -221,10 +253,13 @@ func (d *dependency) observe(o outcome, probe bool) {
 		}
 	case o.unhealthy():
 		n := d.streak.Add(1)
+		if n == downAfter {
+			d.fullAt.Store(d.clock.Now().UnixNano())
+		}
 		switch {
 		case probe:
 			d.probeFailed()
-		case n >= downAfter && d.state.Load() != depDown:
+		case n >= downAfter && d.state.Load() != depDown && d.failingFor(downAfterFor):
 			d.markDown()
 		}
 	case probe: // it says nothing: the probe goes to someone else
@@ -240,6 +275,13 @@ func (d *dependency) observe(o outcome, probe bool) {
 // the outage.
 func (o outcome) alive() bool {
 	return !o.bad && (o.err == nil || o.answered || o.pending)
+}
+
+// failingFor reports whether the attempts of the current run of failures
+// were sent over at least span: its first was sent that long ago. Attempts
+// sent together that fail together are one event, however many they are.
+func (d *dependency) failingFor(span time.Duration) bool {
+	return d.clock.Now().UnixNano()-d.sentAt.Load() >= int64(span)
 }
 
 // failing reports whether the dependency's last attempts failed, so that a
@@ -266,8 +308,10 @@ func (d *dependency) markDown() {
 		if !at.After(now) {
 			d.askedFrom, d.arrivals = at, int(n)
 		}
-		if n >= downAfter {
-			d.askedBefore = d.asked(now)
+		if full := time.Unix(0, d.fullAt.Load()); n >= downAfter && !full.Before(at) && !full.After(now) {
+			// The pace of the first downAfter failures is what callers
+			// asked before their retries slowed them down.
+			d.askedBefore = downAfter / max(full.Sub(at), time.Millisecond).Seconds()
 		}
 	}
 	d.probeGap, d.nextProbe, d.probing = probeFirst, now.Add(probeFirst), false
@@ -313,10 +357,30 @@ func (d *dependency) unjudged(probe bool) {
 	d.schedule(now)
 }
 
-// recovered starts releasing the waiting requests.
+// nextRecovery returns a channel closed when the dependency next answers
+// again after it was down; nil (never closed) for a nil dependency or no
+// wait.
+func (d *dependency) nextRecovery(wait time.Duration) <-chan struct{} {
+	if d == nil || wait <= 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.recovery == nil {
+		d.recovery = make(chan struct{})
+	}
+	return d.recovery
+}
+
+// recovered starts releasing the waiting requests, and ends the backoff
+// waits of requests between two attempts.
 func (d *dependency) recovered() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.recovery != nil && d.state.Load() == depDown {
+		close(d.recovery)
+		d.recovery = nil
+	}
 	probing := d.probing
 	d.probing = false
 	if d.state.Load() != depDown {
@@ -353,10 +417,15 @@ func (d *dependency) tick() {
 
 // expire ends the waits that reached their deadline or MaxWait.
 func (d *dependency) expire(now time.Time) {
-	for s := d.queue.first(); s != nil && !slotEnd(s.key.end).After(now); s = d.queue.first() {
-		d.stats.Expired += uint64(d.queue.expire(s))
+	for _, q := range [...]*waitQueue{&d.queue, &d.fresh} {
+		for s := q.first(); s != nil && !slotEnd(s.key.end).After(now); s = q.first() {
+			d.stats.Expired += uint64(q.expire(s))
+		}
 	}
 }
+
+// waiting is the number of requests waiting.
+func (d *dependency) waiting() int { return d.queue.Len() + d.fresh.Len() }
 
 // releaseProbe sends a waiter with the latest deadline among those that
 // have not probed yet, when a probe is due: the probe is the request that
@@ -367,7 +436,7 @@ func (d *dependency) releaseProbe(now time.Time) {
 		return
 	}
 	d.queue.release(d.queue.lastUnprobed(), true)
-	d.probing, d.probeAt = true, now
+	d.probing, d.probeAt, d.joined = true, now, 0
 	d.stats.Probes++
 }
 
@@ -376,5 +445,5 @@ func (d *dependency) releaseProbe(now time.Time) {
 func (d *dependency) idle() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.state.Load() == depUp && d.queue.Len() == 0 && d.timer == nil
+	return d.state.Load() == depUp && d.waiting() == 0 && d.timer == nil
 }

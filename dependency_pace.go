@@ -30,10 +30,15 @@ const (
 // failures began (for the rate requests asked at before the outage was
 // seen) and, while the dependency recovers, whether the window grows or
 // shrinks.
-func (d *dependency) learn(o outcome) {
+func (d *dependency) learn(o outcome, sent time.Time) {
 	unhealthy := o.unhealthy()
 	if unhealthy && d.streak.Load() == 0 {
-		d.streakAt.Store(d.clock.Now().UnixNano())
+		now := d.clock.Now()
+		if sent.IsZero() || sent.After(now) {
+			sent = now
+		}
+		d.streakAt.Store(now.UnixNano())
+		d.sentAt.Store(sent.UnixNano())
 	}
 	if d.state.Load() != depRecovering {
 		return
@@ -106,6 +111,11 @@ func (d *dependency) asked(now time.Time) float64 {
 // nobody waits for. It waits on until its deadline, unless the backlog
 // ahead of it drains first.
 func (d *dependency) release(now time.Time) {
+	for d.fresh.Len() > 0 && d.inFlight < int(d.window) {
+		d.fresh.release(d.fresh.first(), false)
+		d.inFlight++
+		d.stats.Released++
+	}
 	d.refill(now)
 	for d.credit >= 1 && d.queue.Len() > 0 && d.inFlight < int(d.window) {
 		s := d.queue.firstEndingFrom(d.releasableFrom(now))
@@ -117,7 +127,7 @@ func (d *dependency) release(now time.Time) {
 		d.inFlight++
 		d.stats.Released++
 	}
-	if d.queue.Len() == 0 {
+	if d.waiting() == 0 {
 		d.state.Store(depUp)
 	}
 }
@@ -148,10 +158,15 @@ func (d *dependency) refill(now time.Time) {
 // release (jittered) while the window has room, the check for lost
 // attempts while it is full, or the earliest wait to expire.
 func (d *dependency) schedule(now time.Time) {
-	if d.queue.Len() == 0 {
+	if d.waiting() == 0 {
 		return
 	}
-	next := slotEnd(d.queue.first().key.end)
+	var next time.Time
+	for _, q := range [...]*waitQueue{&d.queue, &d.fresh} {
+		if s := q.first(); s != nil && (next.IsZero() || slotEnd(s.key.end).Before(next)) {
+			next = slotEnd(s.key.end)
+		}
+	}
 	switch d.state.Load() {
 	case depDown:
 		if !d.probing && d.queue.unprobed > 0 && d.nextProbe.Before(next) {

@@ -6,7 +6,7 @@ func (d *dependency) Stats() DependencyStats {
 	defer d.mu.Unlock()
 	st := d.stats
 	st.State = [...]string{"up", "down", "recovering"}[d.state.Load()]
-	st.Waiting = d.queue.Len()
+	st.Waiting = d.waiting()
 	return st
 }
 

@@ -99,6 +99,10 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 			left = 1 // a probe is one request, never hedged
 		}
 		l.probeOut, l.unsent = probe, false
+		var sentAt time.Time
+		if l.gate != nil {
+			sentAt = l.c.clock.Now()
+		}
 		o := attempt(l.sent+1, left)
 		l.probeOut = false
 		l.sent += 1 + o.hedges
@@ -110,7 +114,7 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 			// that says nothing of the dependency.
 			l.gate.unjudged(probe)
 		} else {
-			l.gate.observe(o, probe)
+			l.gate.observe(o, probe, sentAt)
 		}
 		last = o
 		if !o.failed() {
@@ -126,7 +130,10 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 		if discard != nil {
 			wait = discard(wait)
 		}
-		if !sleep(l.ctx, l.c.clock, wait) {
+		// A dependency that went down and answers again while the request
+		// waits out its backoff ends the wait: from then on, the release
+		// after the recovery paces the request, not its backoff.
+		if !sleep(l.ctx, l.c.clock, wait, l.gate.nextRecovery(wait)) {
 			return l.sent, o, contextReason(l.ctx)
 		}
 		l.c.trace.wait(l.ctx, planned, l.waitCause)

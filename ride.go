@@ -8,22 +8,28 @@ import (
 // (a host, for a Transport; the Budget, for Do) instead of failing or
 // hammering it. It is on by default.
 //
-// The dependency is taken to be down when its attempts fail several times
-// in a row (5xx, 429, transport failures; never a 4xx, and any answer that
-// is not a failure ends the streak: a dependency that answers is alive,
-// whatever it answers), or when the retry
-// budget denies a retry after its last two attempts failed (a budget that
-// another host's outage drained denies a healthy host's retry as usual,
-// ErrBudgetDenied). While it is down, requests to it are not sent: they
-// wait (on their own goroutine, within their own deadline and context),
-// except for a probe now and then: the first after 100 ms, then at doubling
-// intervals up to one a second, each request probing at most once. The
-// probe is the waiting request with the most time left, so that a slow
-// dependency has the time to answer it. A probe is an attempt like any
-// other: WithMaxAttempts caps it too. An attempt cut off by its own
-// request's deadline or cancellation says nothing of the dependency: it
-// never counts as a failure, and a probe so cut goes to another request
-// without lengthening the probe interval.
+// The dependency is taken to be down when eight of its attempts in a row
+// have failed (5xx, 429, transport failures; never a 4xx, and any answer
+// that is not a failure ends the streak: a dependency that answers is
+// alive, whatever it answers) and the first of them was sent at least 50 ms
+// before the last failed; or when the retry budget denies a retry after
+// its last two attempts failed (a budget that another host's outage
+// drained denies a healthy host's retry as usual, ErrBudgetDenied).
+// Attempts of many requests sent together that fail together, while other
+// requests are answered a moment later, say something of those requests,
+// not of the dependency; and a brief cut is ridden through by the retries'
+// backoff. While it is down, requests to it are not sent: they wait (on
+// their own goroutine, within their own deadline and context), except for
+// a probe now and then: the first after 100 ms, then at doubling intervals
+// up to one a second, and besides once for every ten requests that join the
+// wait, so that a dependency many ask for is seen to be back within ten
+// arrivals (probes are then a tenth of the requests that wait); each
+// request probes at most once. The probe is the waiting request with the
+// most time left, so that a slow dependency has the time to answer it. A
+// probe is an attempt like any other: WithMaxAttempts caps it too. An
+// attempt cut off by its own request's deadline or cancellation says
+// nothing of the dependency: it never counts as a failure, and a probe so
+// cut goes to another request without lengthening the probe interval.
 //
 // When an attempt is answered again (a success, a rejection, a keyed 409;
 // for a Caller, a Verdict that is Answered or Pending and not Failing),
@@ -31,7 +37,9 @@ import (
 // slow start: at first four attempts may be out at once, each success lets
 // one more go (the window doubles with every round that succeeds), and a
 // failure halves it. A request that did not wait goes as soon as the window
-// has room, never behind the backlog. The backlog drains earliest deadline
+// has room, never behind the backlog, and so does a request that was
+// waiting out its backoff between two attempts: the recovery ends that
+// wait. The backlog drains earliest deadline
 // first within the window, with jitter, at most at 0.7 times the rate at
 // which requests asked for the dependency (since its failures began, or
 // half the rate at which those failures came, whichever is higher), so new

@@ -286,6 +286,7 @@ func TestAPanickingProbeNeverLeavesDosDependencyDown(t *testing.T) {
 		budget := retry.DefaultBudget()
 		opts := []retry.Option{retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0))}
 		for range 8 { // eight failures in a row: down
+			time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a dependency down
 			retry.Do(context.Background(), func(context.Context) error { return errFlaky }, append(opts, retry.WithMaxAttempts(1))...)
 		}
 		require.Equal(t, "down", budget.DependencyStats().State)
@@ -347,6 +348,7 @@ func TestEveryRequestsOwnRideThroughHolds(t *testing.T) {
 		retry.Do(context.Background(), fail, retry.WithBudget(budget),
 			retry.WithRideThrough(retry.RideThrough{MaxWait: 30 * time.Second}), retry.WithMaxAttempts(1))
 		for range 8 {
+			time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a dependency down
 			retry.Do(context.Background(), fail, retry.WithBudget(budget), retry.WithMaxAttempts(1))
 		}
 		start := time.Now()
@@ -373,7 +375,8 @@ func TestEveryHostKeepsRidingThrough(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 		}
-		for range 3 { // 12 failures in a row
+		for range 3 { // 12 failures in a row, sent over 50 ms
+			time.Sleep(30 * time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			resp, err := client.Do(mustRequest(ctx, "http://new.test/"))
 			cancel()
@@ -508,12 +511,15 @@ func TestADrainedBudgetDoesNotTakeAHealthyHostDown(t *testing.T) {
 		budget := retry.NewBudget(0.1, 0, 2)
 		tr := retry.NewTransport(base, retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)))
 		client := &http.Client{Transport: tr}
+		resp, err := client.Do(mustRequest(context.Background(), "http://down.test/")) // its retries drain the budget
+		require.NoError(t, err)
+		resp.Body.Close()
 		downHost(t, tr, "http://down.test/")
 		require.Less(t, budget.Stats().Tokens, 1.0, "the outage drained the budget")
 		blip.Store(true)
 		start := time.Now()
 		var report retry.Report
-		resp, err := client.Do(mustRequest(retry.NewContext(context.Background(), retry.WithReport(&report)), "http://ok.test/"))
+		resp, err = client.Do(mustRequest(retry.NewContext(context.Background(), retry.WithReport(&report)), "http://ok.test/"))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 503, resp.StatusCode)
@@ -548,6 +554,7 @@ func TestAnUnsentRetryGetsItsTokenBack(t *testing.T) {
 		down.Store(true)
 		once := retry.NewContext(context.Background(), retry.WithMaxAttempts(1))
 		for range 8 {
+			time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a dependency down
 			resp, err := client.Do(mustRequest(once, "http://dep.test/"))
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -603,8 +610,10 @@ func TestAProbeAnsweredWithAKeyed409MeansTheServerIsAlive(t *testing.T) {
 
 // One client calling a dead host and a healthy one with 5% blips: the
 // dead host's outage, which drained the budget they share at its start,
-// costs the healthy host nothing, and the dead host sees about one attempt
-// per request.
+// costs the healthy host nothing, and the dead host sees a few attempts
+// per hundred requests: the failures that took it down, and the probes
+// (one for every ten requests that wait, so that a host that comes back
+// is seen within ten arrivals).
 func TestOneHostsOutageCostsAnotherNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int64
@@ -645,7 +654,7 @@ func TestOneHostsOutageCostsAnotherNothing(t *testing.T) {
 		t.Logf("healthy: %d of %d; down host: %.3f attempts per request; %+v; %v",
 			okHealthy.Load(), perHost, float64(downAttempts.Load())/perHost, tr.Dependencies(), tr.Budget().Stats())
 		assert.Equal(t, int64(perHost), okHealthy.Load(), "every request to the healthy host succeeds")
-		assert.LessOrEqual(t, float64(downAttempts.Load())/perHost, 0.10)
+		assert.LessOrEqual(t, float64(downAttempts.Load())/perHost, 0.15)
 	})
 }
 
@@ -679,6 +688,7 @@ func TestAWaitEndsAtADeadlineTheContextMovesOn(t *testing.T) {
 
 		budget := retry.DefaultBudget()
 		for range 8 {
+			time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a dependency down
 			retry.Do(context.Background(), func(context.Context) error { return errFlaky },
 				retry.WithBudget(budget), retry.WithMaxAttempts(1))
 		}

@@ -194,7 +194,9 @@ func TestCallsAfterARecoveryNeverWaitBehindTheBacklog(t *testing.T) {
 			ok.Load(), total, len(after), a.firstOK(), after[len(after)/2], p99, peak*4, tr.Dependencies())
 		assert.LessOrEqual(t, p99, service+50*time.Millisecond)
 		assert.LessOrEqual(t, peak*4, int64(2*rate))
-		assert.Equal(t, int64(total), ok.Load(), "every call outlived the outage")
+		// Every call outlived the outage, but a call whose attempts all went
+		// in the moment it took to see the outage fails (see RideThrough).
+		assert.GreaterOrEqual(t, ok.Load(), int64(total-2))
 	})
 }
 
@@ -236,10 +238,10 @@ func TestTheProbeIsARequestThatCanWaitForItsAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		a := &answers{}
-		// Down for its first 50 ms (fast 503s), then 40 ms an answer.
+		// Down for its first 70 ms (fast 503s), then 40 ms an answer.
 		slow := serving(start, 40*time.Millisecond, func(time.Duration) bool { return false }, a)
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if time.Since(start) < 50*time.Millisecond {
+			if time.Since(start) < 70*time.Millisecond {
 				return respond(func(*http.Request) (int, string) { return 503, "down" })(r)
 			}
 			return slow(r)
@@ -259,6 +261,7 @@ func TestTheProbeIsARequestThatCanWaitForItsAnswer(t *testing.T) {
 		}
 		// Eight requests fail in a row and take the host down.
 		for range 8 {
+			time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a dependency down
 			ok, _ := get(time.Millisecond)
 			require.False(t, ok)
 		}
@@ -339,7 +342,7 @@ func TestAWaiterWithoutTimeForAnAnswerIsNotReleased(t *testing.T) {
 		var mu sync.Mutex
 		slow := serving(start, 300*time.Millisecond, func(time.Duration) bool { return false }, a)
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if time.Since(start) < 50*time.Millisecond {
+			if time.Since(start) < 70*time.Millisecond {
 				return respond(func(*http.Request) (int, string) { return 503, "down" })(r)
 			}
 			mu.Lock()
@@ -361,6 +364,7 @@ func TestAWaiterWithoutTimeForAnAnswerIsNotReleased(t *testing.T) {
 			return err
 		}
 		for range 8 {
+			time.Sleep(8 * time.Millisecond)  // failures of attempts sent over 50 ms take a dependency down
 			_ = get("down", time.Millisecond) // a 503 comes back
 		}
 		require.Equal(t, "down", tr.Dependencies()[0].State)

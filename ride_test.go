@@ -112,13 +112,16 @@ func TestRideThroughAStorm(t *testing.T) {
 		t.Logf("succeeded %d of %d; attempts per request %.3f, during the outage %.3f; peak %.0f/s; %+v",
 			ok, sent, float64(attempts)/float64(sent), float64(during)/600, base.peak(), tr.Dependencies())
 		assert.GreaterOrEqual(t, ok, 1590)
-		assert.LessOrEqual(t, float64(attempts)/float64(sent), 1.05)
-		assert.LessOrEqual(t, float64(during)/600, 1.0)
+		assert.LessOrEqual(t, float64(attempts)/float64(sent), 1.08)
+		assert.LessOrEqual(t, float64(during)/600, 0.2, "probes are a tenth of the requests that wait")
 		assert.LessOrEqual(t, base.peak(), 400.0)
 	})
 }
 
-// A flapping dependency: down 500 ms, up 500 ms, for 4 s.
+// A flapping dependency: down 500 ms, up 500 ms, for 4 s. The requests
+// that waited through a down half are served in the up half that follows,
+// so the bad period's attempts are about one per request: the one that
+// succeeds, and the probes and failures of the down halves.
 func TestRideThroughAFlappingDependency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := newFlaky(func(since time.Duration, _ int64) bool {
@@ -130,12 +133,14 @@ func TestRideThroughAFlappingDependency(t *testing.T) {
 		t.Logf("succeeded %d of %d; attempts per request over the bad period %.3f; peak %.0f/s; %+v",
 			ok, sent, float64(bad)/800, base.peak(), tr.Dependencies())
 		assert.GreaterOrEqual(t, float64(ok)/float64(sent), 0.99)
-		assert.LessOrEqual(t, float64(bad)/800, 1.05)
+		assert.LessOrEqual(t, float64(bad)/800, 1.2)
 	})
 }
 
 // A brownout: 30% of the attempts fail, independently, for 3 s. Retries
-// that succeed are not rationed like retries into a dead dependency.
+// that succeed are not rationed like retries into a dead dependency. With
+// four attempts each, 0.3^4 of the requests of the bad period (about 5 of
+// 600) fail all four.
 func TestRideThroughABrownout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := newFlaky(func(since time.Duration, n int64) bool {
@@ -146,7 +151,7 @@ func TestRideThroughABrownout(t *testing.T) {
 		bad := base.attemptsIn(0, 3*time.Second)
 		t.Logf("succeeded %d of %d; attempts per request over the bad period %.3f; %+v; budget %v",
 			ok, sent, float64(bad)/600, tr.Dependencies(), tr.Budget().Stats())
-		assert.GreaterOrEqual(t, float64(ok)/float64(sent), 0.995)
+		assert.GreaterOrEqual(t, float64(ok)/float64(sent), 0.99)
 		assert.LessOrEqual(t, float64(bad)/600, 1.45)
 		assert.Zero(t, tr.Dependencies()[0].Waited, "a brownout is not an outage: nobody waited")
 	})
@@ -169,7 +174,9 @@ func TestRideThroughLeavesHealthyTrafficAlone(t *testing.T) {
 		sent, ok := offer(t, &http.Client{Transport: tr}, 200, 5*time.Second, 5*time.Second)
 		st := tr.Dependencies()[0]
 		t.Logf("succeeded %d of %d; attempts %d; %+v", ok, sent, base.n.Load(), st)
-		assert.Equal(t, sent, ok)
+		// Four attempts each at 5%: a request fails all four once in
+		// 160,000, so one run in 160 sees one.
+		assert.GreaterOrEqual(t, ok, sent-1)
 		assert.Zero(t, st.Waited)
 		assert.Zero(t, st.Outages)
 	})
@@ -244,7 +251,10 @@ func downHost(t *testing.T, tr *retry.Transport, url string) {
 				return
 			}
 		}
-		resp, err := client.Do(mustRequest(context.Background(), url))
+		time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a host down
+		// One attempt each: the host goes down between two requests, never
+		// in the middle of one, which would then wait.
+		resp, err := client.Do(mustRequest(retry.NewContext(context.Background(), retry.WithMaxAttempts(1)), url))
 		if err == nil {
 			resp.Body.Close()
 		}

@@ -14,6 +14,7 @@ import (
 // each costs a few bytes.
 type waitSlot struct {
 	key     slotKey
+	queue   *waitQueue // the queue it is in
 	ch      chan struct{}
 	waiting int   // waiters not yet released
 	probes  int   // releases that are probes, not yet taken by a waiter
@@ -66,7 +67,7 @@ func (q *waitQueue) join(end int64, probed bool) *waitSlot {
 		if q.byKey == nil {
 			q.byKey = make(map[slotKey]*waitSlot)
 		}
-		s = &waitSlot{key: k, ch: make(chan struct{}, math.MaxInt32), index: int32(len(q.items))}
+		s = &waitSlot{key: k, queue: q, ch: make(chan struct{}, math.MaxInt32), index: int32(len(q.items))}
 		q.byKey[k] = s
 		q.items = append(q.items, s)
 		q.up(int(s.index))

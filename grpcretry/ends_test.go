@@ -17,11 +17,14 @@ import (
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 )
 
-// takeDown fails eight calls of client in a row, one attempt each: its
-// Client takes the target as down.
-func takeDown(t *testing.T, client paymentspb.PaymentsClient, retrying *grpcretry.Client) {
+// takeDown fails eight calls of client in a row, one attempt each, with
+// pass(8 ms) before each (the Client's clock moves on): its Client takes
+// the target as down, since failures of attempts sent over 50 ms take a
+// target down.
+func takeDown(t *testing.T, client paymentspb.PaymentsClient, retrying *grpcretry.Client, pass func(time.Duration)) {
 	t.Helper()
 	for range 8 {
+		pass(8 * time.Millisecond)
 		_, err := client.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{}, grpcretry.CallPolicy(retry.WithMaxAttempts(1)))
 		require.Error(t, err)
 	}
@@ -35,7 +38,7 @@ func TestACallWithoutADeadlineWaitsUpToMaxWait(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
 	retrying := grpcretry.NewClient(fast)
 	client := dial(t, servePayments(t, true, &payments{}, dead), retrying)
-	takeDown(t, client, retrying)
+	takeDown(t, client, retrying, time.Sleep)
 
 	ctx, cancel := context.WithCancel(context.Background()) // no deadline
 	defer cancel()
@@ -57,7 +60,7 @@ func TestACallCancelledAtTheGateIsCanceled(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
 	retrying := grpcretry.NewClient(fast, retry.WithClock(mock))
 	client := dial(t, servePayments(t, true, &payments{}, dead), retrying)
-	takeDown(t, client, retrying)
+	takeDown(t, client, retrying, func(d time.Duration) { mock.Add(d) })
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	errc := make(chan error, 1)
