@@ -339,7 +339,6 @@ func TestCallerRidesThroughPerTarget(t *testing.T) {
 		cl := retry.NewCaller(retry.WithMaxAttempts(1))
 		down := retry.Verdict{Err: errCallFailed, Failing: true}
 		for range 8 {
-			time.Sleep(8 * time.Millisecond) // failures of attempts sent over 50 ms take a dependency down
 			_, err := cl.Run(context.Background(), &retry.Call{Target: "dead", Idempotent: true},
 				func(context.Context, int, bool) retry.Verdict { return down })
 			require.ErrorIs(t, err, retry.ErrPermanent)

@@ -27,22 +27,25 @@ const (
 	// drained by another host's outage never takes a healthy host down on
 	// its first failure.
 	budgetDownAfter = 2
-	// downAfterFor is how long before now the first of downAfter
-	// failures in a row must have been sent for them to take the
-	// dependency down: attempts of many requests sent together that fail
-	// together, while other requests are answered a moment later, say
-	// something of those requests, not of the dependency; and a brief cut
-	// is ridden through by the retries' backoff.
+	// downAfterFor: downAfter failures in a row take the dependency down
+	// when they came one after the other (each attempt sent after the one
+	// before had failed), or when the first of them was sent this long
+	// before the last failed. Attempts of many requests sent together
+	// that fail together, while other requests are answered a moment
+	// later, say something of those requests, not of the dependency.
 	downAfterFor = 50 * time.Millisecond
 	// probeFirst is the wait before the first probe of a dependency that
 	// went down; each failed probe doubles it, up to probeMax.
 	probeFirst = 100 * time.Millisecond
 	probeMax   = time.Second
 	// probeEvery is how many requests may join the wait between two
-	// probes: however short the probe interval, a dependency that many
-	// requests ask for is probed once for every probeEvery that wait, so
+	// probes: however long the probe interval, a dependency that many
+	// requests wait for is probed once for every probeEvery that join, so
 	// the requests that arrive between its recovery and the probe that
-	// sees it are few (and probes stay a small share of the requests).
+	// sees it are few (and probes stay a tenth of the requests that wait).
+	// A request that may wait less than probeMax counts for its share of
+	// it: requests that give up within milliseconds gain little from a
+	// probe, and do not send one every ten.
 	probeEvery = 10
 )
 
@@ -58,12 +61,18 @@ const (
 type dependency struct {
 	clock clock.Clock
 
-	state    atomic.Int32
-	streak   atomic.Int32 // attempts in a row that failed
-	streakAt atomic.Int64 // when the first of them failed, in nanoseconds since the epoch
-	fullAt   atomic.Int64 // when the downAfter-th of them failed, likewise
-	sentAt   atomic.Int64 // when the first of them was sent, likewise
-	used     atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
+	state atomic.Int32
+	// failures counts the attempts in a row that failed (since the last
+	// one answered); streak counts those of them sent after the last one
+	// it counted had failed (lastFail): attempts that were out together
+	// and fail together are one failure of the streak, however many.
+	failures  atomic.Int32
+	streak    atomic.Int32
+	lastFail  atomic.Int64 // when the last failure counted in streak came, in nanoseconds since the epoch
+	streakAt  atomic.Int64 // when the first of the failures came, likewise
+	firstSent atomic.Int64 // when the first of the failures was sent, likewise
+	fullAt    atomic.Int64 // when the downAfter-th of the failures came, likewise
+	used      atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
 
 	mu    sync.Mutex
 	queue waitQueue // earliest deadline first
@@ -83,9 +92,11 @@ type dependency struct {
 	askedBefore float64
 	probeGap    time.Duration
 	nextProbe   time.Time
-	probing     bool      // a probe is out
-	joined      int       // requests that joined the wait since the last probe went
-	probeAt     time.Time // when the last probe went
+	probing     bool // a probe is out
+	// joined counts the requests that joined the wait since the last probe
+	// went, each by the share of probeMax it may wait (see probeEvery).
+	joined  float64
+	probeAt time.Time // when the last probe went
 	// answerTime is how long the probe that ended the outage took to be
 	// answered: a waiter with less time left is not released.
 	answerTime time.Duration
@@ -191,7 +202,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 		s = d.fresh.join(slotOf(deadline), w.probed)
 	} else {
 		s = d.queue.join(slotOf(deadline), w.probed)
-		if d.joined++; d.joined >= probeEvery && !d.probing {
+		if d.joined += min(deadline.Sub(now), probeMax).Seconds() / probeMax.Seconds(); d.joined >= probeEvery && !d.probing {
 			d.nextProbe = now // many wait: probe now, not at the interval
 		}
 	}
@@ -248,18 +259,27 @@ func (d *dependency) observe(o outcome, probe bool, sent time.Time) {
 		if d.streak.Load() != 0 {
 			d.streak.Store(0)
 		}
+		if d.failures.Load() != 0 {
+			d.failures.Store(0)
+		}
 		if probe || d.state.Load() == depDown {
 			d.recovered()
 		}
 	case o.unhealthy():
-		n := d.streak.Add(1)
-		if n == downAfter {
-			d.fullAt.Store(d.clock.Now().UnixNano())
+		now := d.clock.Now()
+		if d.failures.Add(1) == downAfter {
+			d.fullAt.Store(now.UnixNano())
+		}
+		n := d.streak.Load()
+		if n == 0 || sent.IsZero() || sent.UnixNano() >= d.lastFail.Load() {
+			n = d.streak.Add(1)
+			d.lastFail.Store(now.UnixNano())
 		}
 		switch {
 		case probe:
 			d.probeFailed()
-		case n >= downAfter && d.state.Load() != depDown && d.failingFor(downAfterFor):
+		case d.state.Load() != depDown && d.failures.Load() >= downAfter &&
+			(n >= downAfter || now.UnixNano()-d.firstSent.Load() >= int64(downAfterFor)):
 			d.markDown()
 		}
 	case probe: // it says nothing: the probe goes to someone else
@@ -277,16 +297,9 @@ func (o outcome) alive() bool {
 	return !o.bad && (o.err == nil || o.answered || o.pending)
 }
 
-// failingFor reports whether the attempts of the current run of failures
-// were sent over at least span: its first was sent that long ago. Attempts
-// sent together that fail together are one event, however many they are.
-func (d *dependency) failingFor(span time.Duration) bool {
-	return d.clock.Now().UnixNano()-d.sentAt.Load() >= int64(span)
-}
-
 // failing reports whether the dependency's last attempts failed, so that a
 // retry the budget denies takes it as down rather than failing.
-func (d *dependency) failing() bool { return d.streak.Load() >= budgetDownAfter }
+func (d *dependency) failing() bool { return d.failures.Load() >= budgetDownAfter }
 
 // markDown takes the dependency as down: requests wait, probes go.
 func (d *dependency) markDown() {
@@ -303,7 +316,7 @@ func (d *dependency) markDown() {
 	d.stats.Outages++
 	d.downSince = now
 	d.askedFrom, d.arrivals, d.askedBefore = now, 0, 0
-	if n := d.streak.Load(); n > 0 {
+	if n := d.failures.Load(); n > 0 {
 		at := time.Unix(0, d.streakAt.Load())
 		if !at.After(now) {
 			d.askedFrom, d.arrivals = at, int(n)

@@ -32,13 +32,13 @@ const (
 // shrinks.
 func (d *dependency) learn(o outcome, sent time.Time) {
 	unhealthy := o.unhealthy()
-	if unhealthy && d.streak.Load() == 0 {
+	if unhealthy && d.failures.Load() == 0 {
 		now := d.clock.Now()
 		if sent.IsZero() || sent.After(now) {
 			sent = now
 		}
 		d.streakAt.Store(now.UnixNano())
-		d.sentAt.Store(sent.UnixNano())
+		d.firstSent.Store(sent.UnixNano())
 	}
 	if d.state.Load() != depRecovering {
 		return

@@ -11,14 +11,15 @@ import (
 // The dependency is taken to be down when eight of its attempts in a row
 // have failed (5xx, 429, transport failures; never a 4xx, and any answer
 // that is not a failure ends the streak: a dependency that answers is
-// alive, whatever it answers) and the first of them was sent at least 50 ms
-// before the last failed; or when the retry budget denies a retry after
-// its last two attempts failed (a budget that another host's outage
-// drained denies a healthy host's retry as usual, ErrBudgetDenied).
-// Attempts of many requests sent together that fail together, while other
-// requests are answered a moment later, say something of those requests,
-// not of the dependency; and a brief cut is ridden through by the retries'
-// backoff. While it is down, requests to it are not sent: they wait (on
+// alive, whatever it answers) and either they came one after another
+// (each sent after the one before it had failed) or the first of them was
+// sent at least 50 ms before the last failed; or when the retry budget
+// denies a retry after its last two attempts failed (a budget that another
+// host's outage drained denies a healthy host's retry as usual,
+// ErrBudgetDenied). Attempts of many requests that were out together and
+// fail together, while other requests are answered a moment later, say
+// something of those requests, not of the dependency; and a brief cut is
+// ridden through by the retries' backoff. While it is down, requests to it are not sent: they wait (on
 // their own goroutine, within their own deadline and context), except for
 // a probe now and then: the first after 100 ms, then at doubling intervals
 // up to one a second, and besides once for every ten requests that join the

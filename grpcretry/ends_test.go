@@ -17,14 +17,11 @@ import (
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 )
 
-// takeDown fails eight calls of client in a row, one attempt each, with
-// pass(8 ms) before each (the Client's clock moves on): its Client takes
-// the target as down, since failures of attempts sent over 50 ms take a
-// target down.
-func takeDown(t *testing.T, client paymentspb.PaymentsClient, retrying *grpcretry.Client, pass func(time.Duration)) {
+// takeDown fails eight calls of client in a row, one attempt each: its
+// Client takes the target as down.
+func takeDown(t *testing.T, client paymentspb.PaymentsClient, retrying *grpcretry.Client) {
 	t.Helper()
 	for range 8 {
-		pass(8 * time.Millisecond)
 		_, err := client.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{}, grpcretry.CallPolicy(retry.WithMaxAttempts(1)))
 		require.Error(t, err)
 	}
@@ -38,7 +35,7 @@ func TestACallWithoutADeadlineWaitsUpToMaxWait(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
 	retrying := grpcretry.NewClient(fast)
 	client := dial(t, servePayments(t, true, &payments{}, dead), retrying)
-	takeDown(t, client, retrying, time.Sleep)
+	takeDown(t, client, retrying)
 
 	ctx, cancel := context.WithCancel(context.Background()) // no deadline
 	defer cancel()
@@ -60,7 +57,7 @@ func TestACallCancelledAtTheGateIsCanceled(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
 	retrying := grpcretry.NewClient(fast, retry.WithClock(mock))
 	client := dial(t, servePayments(t, true, &payments{}, dead), retrying)
-	takeDown(t, client, retrying, func(d time.Duration) { mock.Add(d) })
+	takeDown(t, client, retrying)
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	errc := make(chan error, 1)
