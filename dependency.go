@@ -110,7 +110,7 @@ type dependency struct {
 }
 
 func newDependency(name string, clk clock.Clock) *dependency {
-	return &dependency{clock: clk, stats: DependencyStats{Name: name}}
+	return &dependency{clock: clk, fresh: waitQueue{fresh: true}, stats: DependencyStats{Name: name}}
 }
 
 // waiter is what one request's loop tells its dependency's gate, and what
@@ -232,7 +232,11 @@ func (d *dependency) abandon(s *waitSlot, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.index >= 0 {
-		s.queue.leave(s)
+		q := &d.queue
+		if s.fresh {
+			q = &d.fresh
+		}
+		q.leave(s)
 		if err == context.DeadlineExceeded {
 			d.stats.Expired++
 		} else {

@@ -14,11 +14,11 @@ import (
 // each costs a few bytes.
 type waitSlot struct {
 	key     slotKey
-	queue   *waitQueue // the queue it is in
 	ch      chan struct{}
 	waiting int   // waiters not yet released
 	probes  int   // releases that are probes, not yet taken by a waiter
 	index   int32 // in the queue; -1 once out of it
+	fresh   bool  // in its dependency's queue of requests that arrived after a recovery
 }
 
 // slotKey tells slots apart: the slotWidth their waits end in, and
@@ -50,6 +50,7 @@ func slotEnd(end int64) time.Time { return time.Unix(0, end*int64(slotWidth)) }
 // deadline goes first. It counts the waiters in all, and those that may
 // still probe.
 type waitQueue struct {
+	fresh    bool // the queue of requests that arrived after a recovery
 	items    []*waitSlot
 	byKey    map[slotKey]*waitSlot
 	waiters  int
@@ -67,7 +68,7 @@ func (q *waitQueue) join(end int64, probed bool) *waitSlot {
 		if q.byKey == nil {
 			q.byKey = make(map[slotKey]*waitSlot)
 		}
-		s = &waitSlot{key: k, queue: q, ch: make(chan struct{}, math.MaxInt32), index: int32(len(q.items))}
+		s = &waitSlot{key: k, ch: make(chan struct{}, math.MaxInt32), index: int32(len(q.items)), fresh: q.fresh}
 		q.byKey[k] = s
 		q.items = append(q.items, s)
 		q.up(int(s.index))
