@@ -132,8 +132,14 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 		}
 		// A dependency that went down and answers again while the request
 		// waits out its backoff ends the wait: from then on, the release
-		// after the recovery paces the request, not its backoff.
-		if !sleep(l.ctx, l.c.clock, wait, l.gate.nextRecovery(wait)) {
+		// after the recovery paces the request, not its backoff. A wait
+		// the server asked for (Retry-After, an earlier copy's outcome) is
+		// no backoff: it lasts.
+		var wake <-chan struct{}
+		if !o.hasFloor && !o.pending {
+			wake = l.gate.nextRecovery(wait)
+		}
+		if !sleep(l.ctx, l.c.clock, wait, wake) {
 			return l.sent, o, contextReason(l.ctx)
 		}
 		l.c.trace.wait(l.ctx, planned, l.waitCause)

@@ -40,7 +40,8 @@ import (
 // failure halves it. A request that did not wait goes as soon as the window
 // has room, never behind the backlog, and so does a request that was
 // waiting out its backoff between two attempts: the recovery ends that
-// wait. The backlog drains earliest deadline
+// wait (not a wait the server asked for, such as a Retry-After, which
+// lasts). The backlog drains earliest deadline
 // first within the window, with jitter, at most at 0.7 times the rate at
 // which requests asked for the dependency (since its failures began, or
 // half the rate at which those failures came, whichever is higher), so new

@@ -241,3 +241,48 @@ func TestABackoffEndsWhenTheHostAnswersAgain(t *testing.T) {
 		assert.Less(t, took, 500*time.Millisecond)
 	})
 }
+
+// A wait the server asked for (Retry-After) is not a backoff: the host
+// answering again does not end it. The recovery used to end it like any
+// backoff, and the request went back 850 ms early.
+func TestARetryAfterOutlastsTheRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) < 150*time.Millisecond {
+				resp, err := respond(func(*http.Request) (int, string) { return 503, "down" })(r)
+				if r.Header.Get("X-Slow") != "" {
+					resp.Header.Set("Retry-After", "1")
+				}
+				return resp, err
+			}
+			time.Sleep(2 * time.Millisecond)
+			return respond(func(*http.Request) (int, string) { return 200, "ok" })(r)
+		})
+		tr := retry.NewTransport(base)
+		client := &http.Client{Transport: tr}
+		var took time.Duration
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			req := mustRequest(context.Background(), "http://dep.test/")
+			req.Header.Set("X-Slow", "1")
+			resp, err := client.Do(req)
+			took = time.Since(start)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 200, resp.StatusCode)
+		})
+		once := retry.NewContext(context.Background(), retry.WithMaxAttempts(1))
+		for range 8 {
+			time.Sleep(8 * time.Millisecond)
+			if resp, err := client.Do(mustRequest(once, "http://dep.test/")); err == nil {
+				resp.Body.Close()
+			}
+		}
+		wg.Wait()
+		st := tr.Dependencies()[0]
+		t.Logf("the request told to come back in 1 s ended after %v; %+v", took, st)
+		assert.Equal(t, uint64(1), st.Outages)
+		assert.GreaterOrEqual(t, took, time.Second)
+	})
+}
