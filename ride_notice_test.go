@@ -216,25 +216,7 @@ func TestABackoffEndsWhenTheHostAnswersAgain(t *testing.T) {
 		tr := retry.NewTransport(base)
 		client := &http.Client{Transport: tr}
 		slow := retry.NewContext(context.Background(), retry.WithBackoff(retry.Constant(2*time.Second)))
-		var took time.Duration
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			resp, err := client.Do(mustRequest(slow, "http://dep.test/"))
-			took = time.Since(start)
-			require.NoError(t, err)
-			resp.Body.Close()
-			assert.Equal(t, 200, resp.StatusCode)
-		})
-		// Other requests take the host down; the last of them waits for
-		// it and probes it when the host is back.
-		once := retry.NewContext(context.Background(), retry.WithMaxAttempts(1))
-		for range 8 {
-			time.Sleep(8 * time.Millisecond)
-			if resp, err := client.Do(mustRequest(once, "http://dep.test/")); err == nil {
-				resp.Body.Close()
-			}
-		}
-		wg.Wait()
+		took := throughAnOutage(t, client, mustRequest(slow, "http://dep.test/"), start)
 		st := tr.Dependencies()[0]
 		t.Logf("the request with a 2 s backoff ended after %v; %+v", took, st)
 		assert.Equal(t, uint64(1), st.Outages)
@@ -261,28 +243,37 @@ func TestARetryAfterOutlastsTheRecovery(t *testing.T) {
 		})
 		tr := retry.NewTransport(base)
 		client := &http.Client{Transport: tr}
-		var took time.Duration
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			req := mustRequest(context.Background(), "http://dep.test/")
-			req.Header.Set("X-Slow", "1")
-			resp, err := client.Do(req)
-			took = time.Since(start)
-			require.NoError(t, err)
-			resp.Body.Close()
-			assert.Equal(t, 200, resp.StatusCode)
-		})
-		once := retry.NewContext(context.Background(), retry.WithMaxAttempts(1))
-		for range 8 {
-			time.Sleep(8 * time.Millisecond)
-			if resp, err := client.Do(mustRequest(once, "http://dep.test/")); err == nil {
-				resp.Body.Close()
-			}
-		}
-		wg.Wait()
+		req := mustRequest(context.Background(), "http://dep.test/")
+		req.Header.Set("X-Slow", "1")
+		took := throughAnOutage(t, client, req, start)
 		st := tr.Dependencies()[0]
 		t.Logf("the request told to come back in 1 s ended after %v; %+v", took, st)
 		assert.Equal(t, uint64(1), st.Outages)
 		assert.GreaterOrEqual(t, took, time.Second)
 	})
+}
+
+// throughAnOutage sends req through client on a goroutine of its own while
+// eight other requests, 8 ms apart and one attempt each, take the host down
+// (the last of them waits for it, and probes it when it is back), and
+// returns how long after start req ended; req must succeed.
+func throughAnOutage(t *testing.T, client *http.Client, req *http.Request, start time.Time) time.Duration {
+	var took time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		resp, err := client.Do(req)
+		took = time.Since(start)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+	})
+	once := retry.NewContext(context.Background(), retry.WithMaxAttempts(1))
+	for range 8 {
+		time.Sleep(8 * time.Millisecond)
+		if resp, err := client.Do(mustRequest(once, "http://dep.test/")); err == nil {
+			resp.Body.Close()
+		}
+	}
+	wg.Wait()
+	return took
 }
