@@ -19,6 +19,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/exactlyonce/retry/internal/drill"
 )
 
 // Environment of the stop drill's child process.
@@ -67,7 +68,7 @@ func drillChild(schema, queue, depURL string) int {
 	log := drillLogger(logFile)
 	budget := retry.DefaultBudget()
 	c, err := amqpconsumer.New(conn, queue, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
-		drillHandler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
+		drill.Handler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
 	if err != nil {
 		return fail(err)
 	}

@@ -5,11 +5,13 @@ go 1.26.0
 replace (
 	github.com/exactlyonce/retry => ../
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
+	github.com/exactlyonce/retry/internal/drill => ../internal/drill
 )
 
 require (
 	github.com/exactlyonce/retry v0.0.0
 	github.com/exactlyonce/retry/idempotency/pgstore v0.0.0-00010101000000-000000000000
+	github.com/exactlyonce/retry/internal/drill v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/stretchr/testify v1.12.1

@@ -22,6 +22,7 @@ import (
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/internal/drill"
 )
 
 // The stop drill's settings.
@@ -57,14 +58,14 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 	for i := range drillMessages {
 		publish(t, ch, queue, drillKey(i), "order "+drillKey(i))
 	}
-	dep := newDependency(t)
+	dep := drill.NewDependency(t)
 
 	var children []*drillProcess
 	for range drillChildren {
-		children = append(children, startDrillChild(t, schema, queue, dep.srv.URL))
+		children = append(children, startDrillChild(t, schema, queue, dep.URL()))
 	}
 	eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
-	dep.setDown(true)
+	dep.SetDown(true)
 	for _, c := range children {
 		c.await(t, lineOutage)
 	}
@@ -73,7 +74,7 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 		assert.LessOrEqual(t, took, drillStopBound, "child %d's stop", i)
 	}
 	before := countEffects(t, pool, schema)
-	dep.setDown(false)
+	dep.SetDown(false)
 
 	budget := retry.DefaultBudget()
 	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
@@ -81,7 +82,7 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 	newLog, err := os.Create(filepath.Join(logs, "new.log"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = newLog.Close() })
-	c, err := amqpconsumer.New(connect(t), queue, drillConfig(runner, drillHandler(schema, dep.srv.URL, budget), budget, drillLogger(newLog)),
+	c, err := amqpconsumer.New(connect(t), queue, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget, drillLogger(newLog)),
 		amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
 	require.NoError(t, err)
 	ran := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
 )
 
@@ -67,7 +68,7 @@ func drillChild(schema, stream, depURL string) int {
 	}
 	budget := retry.DefaultBudget()
 	c, err := natsconsumer.New(cons, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
-		drillHandler(schema, depURL, budget), budget))
+		drill.Handler(schema, depURL, budget), budget))
 	if err != nil {
 		return fail(err)
 	}

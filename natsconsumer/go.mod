@@ -10,12 +10,14 @@ replace (
 	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
 	github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
 	github.com/exactlyonce/retry/idempotency/storetest/linearize => ../idempotency/storetest/linearize
+	github.com/exactlyonce/retry/internal/drill => ../internal/drill
 )
 
 require (
 	github.com/exactlyonce/retry v0.0.0
 	github.com/exactlyonce/retry/idempotency/mysqlstore v0.0.0
 	github.com/exactlyonce/retry/idempotency/redisstore v0.0.0
+	github.com/exactlyonce/retry/internal/drill v0.0.0
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.56.0

@@ -20,6 +20,7 @@ import (
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
 )
 
@@ -55,14 +56,14 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 	for i := range drillMessages {
 		publish(t, js, stream+".orders", drillKey(i), "order "+drillKey(i))
 	}
-	dep := newDependency(t)
+	dep := drill.NewDependency(t)
 
 	var children []*drillProcess
 	for range drillChildren {
-		children = append(children, startDrillChild(t, schema, stream, dep.srv.URL))
+		children = append(children, startDrillChild(t, schema, stream, dep.URL()))
 	}
 	eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
-	dep.setDown(true)
+	dep.SetDown(true)
 	for _, c := range children {
 		c.await(t, lineOutage)
 	}
@@ -71,11 +72,11 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 		assert.LessOrEqual(t, took, drillStopBound, "child %d's stop", i)
 	}
 	before := countEffects(t, pool, schema)
-	dep.setDown(false)
+	dep.SetDown(false)
 
 	budget := retry.DefaultBudget()
 	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
-	c, err := natsconsumer.New(cons, drillConfig(runner, drillHandler(schema, dep.srv.URL, budget), budget))
+	c, err := natsconsumer.New(cons, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget))
 	require.NoError(t, err)
 	start(t, c)
 	rec := idempotency.StartReconciler(runner, idempotency.ReconcilerConfig{Interval: 200 * time.Millisecond, Logger: quiet()})

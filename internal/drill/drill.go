@@ -1,4 +1,9 @@
-package natsconsumer_test
+// Package drill holds what the consumers' stop drills share: the
+// downstream dependency their handlers call, which fails and hangs on
+// command, and the handler, which records its effect in the transaction
+// its outcome commits in (pgstore). The drills themselves, one per broker
+// adapter, live in the adapters' tests.
+package drill
 
 import (
 	"context"
@@ -19,11 +24,11 @@ import (
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 )
 
-// dependency is the drill handlers' downstream service, run by the test.
+// Dependency is the drill handlers' downstream service, run by the test.
 // Up, it answers 204. Down, it answers every other call 503 at once and
 // holds the others until it is up again (then 503): a dependency that
 // fails and one that hangs.
-type dependency struct {
+type Dependency struct {
 	srv   *httptest.Server
 	calls atomic.Int64
 
@@ -32,18 +37,21 @@ type dependency struct {
 	up   chan struct{} // closed when it comes up again
 }
 
-// newDependency starts a dependency, up, closed at the end of the test.
-func newDependency(t *testing.T) *dependency {
-	d := &dependency{up: make(chan struct{})}
+// NewDependency starts a Dependency, up, closed at the end of the test.
+func NewDependency(t testing.TB) *Dependency {
+	d := &Dependency{up: make(chan struct{})}
 	d.srv = httptest.NewServer(http.HandlerFunc(d.serve))
 	t.Cleanup(func() {
-		d.setDown(false)
+		d.SetDown(false)
 		d.srv.Close()
 	})
 	return d
 }
 
-func (d *dependency) serve(w http.ResponseWriter, r *http.Request) {
+// URL is the dependency's address.
+func (d *Dependency) URL() string { return d.srv.URL }
+
+func (d *Dependency) serve(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	down, up := d.down, d.up
 	d.mu.Unlock()
@@ -61,8 +69,8 @@ func (d *dependency) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
-// setDown takes the dependency down, or brings it up again.
-func (d *dependency) setDown(down bool) {
+// SetDown takes the dependency down, or brings it up again.
+func (d *Dependency) SetDown(down bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.down == down {
@@ -76,20 +84,20 @@ func (d *dependency) setDown(down bool) {
 	}
 }
 
-// errDrillFlaky is the drill handler's injected transient failure.
-var errDrillFlaky = errors.New("transient failure (injected)")
+// ErrFlaky is the drill handler's injected transient failure.
+var ErrFlaky = errors.New("transient failure (injected)")
 
-// drillHandler is the drill's handler: it fails the first delivery of
-// one message in drillFlakyEvery (so that its second, with the drill's
-// limit, is the broker's last), calls the dependency at depURL through
-// retry.Do on budget, then records its effect, a row of the schema's
-// effects table, in the transaction its outcome commits in.
-func drillHandler(schema, depURL string, budget *retry.Budget) consumer.Handler {
+// Handler is the drill's handler: it fails the first delivery of one
+// message in FlakyEvery (so that its second, with the drill's delivery
+// limit of 2, is the broker's last), calls the dependency at depURL
+// through retry.Do on budget, then records its effect, a row of the
+// schema's effects table, in the transaction its outcome commits in.
+func Handler(schema, depURL string, budget *retry.Budget) consumer.Handler {
 	client := &http.Client{}
 	insert := "INSERT INTO " + pgx.Identifier{schema, "effects"}.Sanitize() + " (key) VALUES ($1)"
 	return func(ctx context.Context, m *consumer.Message) error {
-		if m.Delivery == 1 && flaky(m.Key) {
-			return errDrillFlaky
+		if m.Delivery == 1 && Flaky(m.Key) {
+			return ErrFlaky
 		}
 		err := retry.Do(ctx, func(ctx context.Context) error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, depURL+"?key="+url.QueryEscape(m.Key), nil)
@@ -118,12 +126,12 @@ func drillHandler(schema, depURL string, budget *retry.Budget) consumer.Handler 
 	}
 }
 
-// drillFlakyEvery: one message in drillFlakyEvery fails its first delivery.
-const drillFlakyEvery = 5
+// FlakyEvery: one message in FlakyEvery fails its first delivery.
+const FlakyEvery = 5
 
-// flaky reports whether the drill handler fails key's first delivery.
-func flaky(key string) bool {
+// Flaky reports whether the drill handler fails key's first delivery.
+func Flaky(key string) bool {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return h.Sum32()%drillFlakyEvery == 0
+	return h.Sum32()%FlakyEvery == 0
 }
