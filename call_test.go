@@ -339,6 +339,9 @@ func TestCallerRidesThroughPerTarget(t *testing.T) {
 		cl := retry.NewCaller(retry.WithMaxAttempts(1))
 		down := retry.Verdict{Err: errCallFailed, Failing: true}
 		for range 8 {
+			// Failures 15 ms apart: the first probe is due 100 ms after
+			// the target went down.
+			time.Sleep(15 * time.Millisecond)
 			_, err := cl.Run(context.Background(), &retry.Call{Target: "dead", Idempotent: true},
 				func(context.Context, int, bool) retry.Verdict { return down })
 			require.ErrorIs(t, err, retry.ErrPermanent)

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,9 +91,33 @@ type dependency struct {
 	// askedBefore is the rate at which the first failures that took it down
 	// came, per second: what callers asked before they had to wait.
 	askedBefore float64
-	probeGap    time.Duration
-	nextProbe   time.Time
-	probing     bool // a probe is out
+	// servedBefore is the rate at which it answered, per second, just
+	// before those failures began (see answerMeter).
+	servedBefore float64
+	// servedAtFailure is that rate, taken when the failures began, as
+	// float64 bits.
+	servedAtFailure atomic.Uint64
+	answers         answerMeter
+	probeGap        time.Duration
+	// quickGap is the probe interval in the first probeFirst of an
+	// outage (until quickUntil), while callers are taken to ask at the
+	// rate they were served at just before they had to wait: one probe
+	// for every probeEvery requests at that rate, each by a request that
+	// has not probed. Callers in a closed loop ask nothing once they all
+	// wait: without it, a burst of failures that ends once some more
+	// attempts were made would last for probe intervals that double. Zero
+	// when it served nothing just before (it was failing already): the
+	// failures' own pace counts retries, and says nothing of a rate to
+	// come back to.
+	quickGap   time.Duration
+	quickUntil time.Time
+	// seen counts the outages and the failed probes told so far: requests
+	// that joined the wait after the last of them may have arrived after
+	// the dependency came back, and go with those that arrive after the
+	// recovery, before the backlog.
+	seen      uint64
+	nextProbe time.Time
+	probing   bool // a probe is out
 	// joined counts the requests that joined the wait since the last probe
 	// went, each by the share of probeMax it may wait (see probeEvery).
 	joined  float64
@@ -119,9 +144,22 @@ type waiter struct {
 	deadline   time.Time     // the request's total deadline; zero: none
 	maxWait    time.Duration // the request's RideThrough.MaxWait
 	maxWaiters int           // the request's RideThrough.MaxWaiters
-	probed     bool          // the request was once sent as the probe: it never probes again
+	probed     bool          // the request was once sent as the probe
+	spare      bool          // the request has more than its last attempt left
 	waited     bool          // the request waited once (it counts once in Waited)
 	bound      time.Time     // without a deadline, the end of its waits: MaxWait from its first
+}
+
+// rank is the request's probe rank: a probe goes from the requests that
+// have not probed first, then from those that have attempts to spare.
+func (w *waiter) rank() uint8 {
+	switch {
+	case !w.probed:
+		return rankFresh
+	case w.spare:
+		return rankSpare
+	}
+	return rankLast
 }
 
 // admit lets an attempt go, or holds it while the dependency is down, until
@@ -165,7 +203,10 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	d.arrivals++
 	switch state {
 	case depDown:
-		if !w.probed && !d.probing && !now.Before(d.nextProbe) && d.queue.unprobed == 0 {
+		// An arrival goes as the probe that is due unless a waiter of a
+		// lower rank can.
+		best, waits := d.queue.bestRank()
+		if r := w.rank(); !d.probing && !now.Before(d.nextProbe) && (!waits || r < best) && (r == rankFresh || !d.quick(now)) {
 			d.probing, d.probeAt, d.joined = true, now, 0
 			d.stats.Probes++
 			return nil, true, nil
@@ -199,9 +240,9 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	if state == depRecovering {
 		// Arrived after the recovery and found the window full: it goes
 		// as soon as the window has room, before the backlog.
-		s = d.fresh.join(slotOf(deadline), w.probed)
+		s = d.fresh.join(slotOf(deadline), w.rank(), d.seen)
 	} else {
-		s = d.queue.join(slotOf(deadline), w.probed)
+		s = d.queue.join(slotOf(deadline), w.rank(), d.seen)
 		if d.joined += min(deadline.Sub(now), probeMax).Seconds() / probeMax.Seconds(); d.joined >= probeEvery && !d.probing {
 			d.nextProbe = now // many wait: probe now, not at the interval
 		}
@@ -317,9 +358,11 @@ func (d *dependency) markDown() {
 	}
 	now := d.clock.Now()
 	d.state.Store(depDown)
+	d.seen++
 	d.stats.Outages++
 	d.downSince = now
 	d.askedFrom, d.arrivals, d.askedBefore = now, 0, 0
+	d.servedBefore = math.Float64frombits(d.servedAtFailure.Load())
 	if n := d.failures.Load(); n > 0 {
 		at := time.Unix(0, d.streakAt.Load())
 		if !at.After(now) {
@@ -332,7 +375,36 @@ func (d *dependency) markDown() {
 		}
 	}
 	d.probeGap, d.nextProbe, d.probing = probeFirst, now.Add(probeFirst), false
+	d.quickGap, d.quickUntil = 0, now.Add(probeFirst)
+	if d.servedBefore > 0 {
+		if gap := time.Duration(probeEvery / d.servedBefore * float64(time.Second)); gap < probeFirst {
+			d.quickGap, d.nextProbe = gap, now.Add(gap)
+		}
+	}
 	d.schedule(now)
+}
+
+// probeDue returns when the next probe is due and the probe rank it goes
+// from; false when none can go (one is out, or none waits). A request
+// probes again only when no waiter that has not probed is left, and never
+// in the first probeFirst of an outage; one with only its last attempt
+// left, only when no other can.
+func (d *dependency) probeDue() (uint8, time.Time, bool) {
+	r, ok := d.queue.bestRank()
+	if d.probing || !ok {
+		return 0, time.Time{}, false
+	}
+	at := d.nextProbe
+	if r != rankFresh && d.quickGap > 0 && at.Before(d.quickUntil) {
+		at = d.quickUntil
+	}
+	return r, at, true
+}
+
+// quick reports whether the probe due at now may go only from a request
+// that has not probed: in the first probeFirst of an outage, at quickGap.
+func (d *dependency) quick(now time.Time) bool {
+	return d.quickGap > 0 && now.Before(d.quickUntil)
 }
 
 // probeFailed schedules the next probe, later than the last.
@@ -341,8 +413,13 @@ func (d *dependency) probeFailed() {
 	defer d.mu.Unlock()
 	now := d.clock.Now()
 	d.probing = false
-	d.probeGap = min(2*d.probeGap, probeMax)
-	d.nextProbe = now.Add(d.probeGap)
+	d.seen++
+	if d.quick(now) {
+		d.nextProbe = now.Add(min(d.quickGap, d.quickUntil.Sub(now)))
+	} else {
+		d.probeGap = min(2*d.probeGap, probeMax)
+		d.nextProbe = now.Add(d.probeGap)
+	}
 	d.schedule(now)
 }
 
@@ -408,7 +485,12 @@ func (d *dependency) recovered() {
 	if probing {
 		d.answerTime = now.Sub(d.probeAt)
 	}
+	// Requests that joined the wait after the last failure it told of
+	// may have arrived after it came back: they go first, and the
+	// backlog's drain waits for as many releases.
+	moved := d.queue.moveSeen(d.seen, &d.fresh)
 	d.startRelease(now)
+	d.credit -= float64(moved)
 	d.state.Store(depRecovering)
 	d.release(now)
 	d.schedule(now)
@@ -449,10 +531,11 @@ func (d *dependency) waiting() int { return d.queue.Len() + d.fresh.Len() }
 // can wait longest for its answer, so a slow host that answers gets the
 // time to do so.
 func (d *dependency) releaseProbe(now time.Time) {
-	if d.probing || now.Before(d.nextProbe) || d.queue.unprobed == 0 {
+	r, at, ok := d.probeDue()
+	if !ok || now.Before(at) {
 		return
 	}
-	d.queue.release(d.queue.lastUnprobed(), true)
+	d.queue.release(d.queue.latest(r), true)
 	d.probing, d.probeAt, d.joined = true, now, 0
 	d.stats.Probes++
 }

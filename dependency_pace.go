@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -28,17 +29,22 @@ const (
 
 // learn is what an attempt's outcome tells the release: when a run of
 // failures began (for the rate requests asked at before the outage was
-// seen) and, while the dependency recovers, whether the window grows or
-// shrinks.
+// seen, and the rate they were answered at just before), an answer (for
+// that rate) and, while the dependency recovers, whether the window grows
+// or shrinks.
 func (d *dependency) learn(o outcome, sent time.Time) {
 	unhealthy := o.unhealthy()
-	if unhealthy && d.failures.Load() == 0 {
+	switch {
+	case unhealthy && d.failures.Load() == 0:
 		now := d.clock.Now()
 		if sent.IsZero() || sent.After(now) {
 			sent = now
 		}
 		d.streakAt.Store(now.UnixNano())
 		d.firstSent.Store(sent.UnixNano())
+		d.servedAtFailure.Store(math.Float64bits(d.answers.rate(sent)))
+	case o.alive() && !sent.IsZero():
+		d.answers.mark(sent)
 	}
 	if d.state.Load() != depRecovering {
 		return
@@ -86,13 +92,14 @@ func (d *dependency) forgetLost(now time.Time) {
 
 // startRelease sets the release up when the dependency answers again: the
 // first window, and the backlog's drain rate from the rate at which
-// requests asked for the dependency: since its failures began, or while
-// they came, whichever is higher. Callers in a closed loop ask only while
-// they are not waiting: the rate of the failures that took the dependency
-// down is what they asked before (halved: retries are among them).
+// requests asked for the dependency: since its failures began, while they
+// came, or the rate it answered at just before, whichever is highest.
+// Callers in a closed loop ask only while they are not waiting: the rate
+// of the failures that took the dependency down (halved: retries are among
+// them), or the rate they were served at before, is what they asked.
 func (d *dependency) startRelease(now time.Time) {
 	d.window, d.inFlight, d.lastAck = initialWindow, 0, now
-	d.drainRate = max(drainShare*max(d.asked(now), d.askedBefore/2), minDrainRate)
+	d.drainRate = max(drainShare*max(d.asked(now), d.askedBefore/2, d.servedBefore), minDrainRate)
 	d.credit, d.creditAt = 1, now
 }
 
@@ -112,7 +119,11 @@ func (d *dependency) asked(now time.Time) float64 {
 // ahead of it drains first.
 func (d *dependency) release(now time.Time) {
 	for d.fresh.Len() > 0 && d.inFlight < int(d.window) {
-		d.fresh.release(d.fresh.first(), false)
+		s := d.fresh.firstEndingFrom(d.releasableFrom(now))
+		if s == nil {
+			break
+		}
+		d.fresh.release(s, false)
 		d.inFlight++
 		d.stats.Released++
 	}
@@ -169,8 +180,8 @@ func (d *dependency) schedule(now time.Time) {
 	}
 	switch d.state.Load() {
 	case depDown:
-		if !d.probing && d.queue.unprobed > 0 && d.nextProbe.Before(next) {
-			next = d.nextProbe
+		if _, at, ok := d.probeDue(); ok && at.Before(next) {
+			next = at
 		}
 	case depRecovering:
 		at := d.lastAck.Add(lostAfter)

@@ -19,18 +19,27 @@ import (
 // ErrBudgetDenied). Attempts of many requests that were out together and
 // fail together, while other requests are answered a moment later, say
 // something of those requests, not of the dependency; and a brief cut is
-// ridden through by the retries' backoff. While it is down, requests to it are not sent: they wait (on
-// their own goroutine, within their own deadline and context), except for
-// a probe now and then: the first after 100 ms, then at doubling intervals
-// up to one a second, and besides once for every ten requests that join the
-// wait, so that a dependency many ask for is seen to be back within ten
-// arrivals (probes are then a tenth of the requests that wait); each
-// request probes at most once. The probe is the waiting request with the
-// most time left, so that a slow dependency has the time to answer it. A
-// probe is an attempt like any other: WithMaxAttempts caps it too. An
-// attempt cut off by its own request's deadline or cancellation says
-// nothing of the dependency: it never counts as a failure, and a probe so
-// cut goes to another request without lengthening the probe interval.
+// ridden through by the retries' backoff. While it is down, requests to it
+// are not sent: they wait (on their own goroutine, within their own
+// deadline and context), except for a probe now and then: the first after
+// 100 ms, then at doubling intervals up to one a second, and besides once
+// for every ten requests that join the wait, so that a dependency many ask
+// for is seen to be back within ten arrivals (probes are then a tenth of
+// the requests that wait). In the first 100 ms of an outage of a
+// dependency that was answering just before, probes go at a tenth of the
+// rate it answered at, each from a waiting request that has not probed:
+// callers in a closed loop, who ask nothing once they all wait, find a
+// burst of failures that ends after some more attempts (a server shedding
+// a burst) over within milliseconds, not probe intervals. The probe is the
+// waiting request with the most time left that has not probed, so that a
+// slow dependency has the time to answer it; a request probes again only
+// when every waiting request has, and with its last attempt only when no
+// other can (so a few requests that all probed in vain still see the
+// dependency come back). A probe is an attempt like any other:
+// WithMaxAttempts caps it too. An attempt cut off by its own request's
+// deadline or cancellation says nothing of the dependency: it never counts
+// as a failure, and a probe so cut goes to another request without
+// lengthening the probe interval.
 //
 // When an attempt is answered again (a success, a rejection, a keyed 409;
 // for a Caller, a Verdict that is Answered or Pending and not Failing),
@@ -38,14 +47,16 @@ import (
 // slow start: at first four attempts may be out at once, each success lets
 // one more go (the window doubles with every round that succeeds), and a
 // failure halves it. A request that did not wait goes as soon as the window
-// has room, never behind the backlog, and so does a request that was
-// waiting out its backoff between two attempts: the recovery ends that
-// wait (not a wait the server asked for, such as a Retry-After, which
-// lasts). The backlog drains earliest deadline
-// first within the window, with jitter, at most at 0.7 times the rate at
-// which requests asked for the dependency (since its failures began, or
-// half the rate at which those failures came, whichever is higher), so new
-// arrivals and the backlog together stay under twice the offered rate. A
+// has room, never behind the backlog, and so do the requests that joined
+// the wait after the last failed probe (they may have come after the
+// dependency was back) and a request that was waiting out its backoff
+// between two attempts: the recovery ends that wait (not a wait the server
+// asked for, such as a Retry-After, which lasts). The backlog drains
+// earliest deadline first within the window, with jitter, at most at 0.7
+// times the rate at which requests asked for the dependency (since its
+// failures began, half the rate at which those failures came, or the rate
+// it answered at just before them, whichever is highest), so new arrivals
+// and the backlog together stay under twice the offered rate. A
 // waiter with less time left than the dependency took to answer the probe
 // is not let go (its attempt would only give the dependency work nobody
 // waits for): it waits on, until its deadline or until its turn comes with

@@ -23,6 +23,14 @@ import (
 // Riding through outages keeps the promises the rest of the client makes.
 // Each test here pins one that it used to break.
 
+// lonely makes a request that waits alone for a dead host wait at the
+// gate when its deadline comes: it probes again and again while nobody
+// else waits (100 ms, 300 ms, 700 ms... after the host went down), and
+// this gives it attempts enough for that and no backoff of its own between
+// them, so its wait ends in vain, not with its attempts spent or its
+// backoff past the deadline.
+var lonely = []retry.Option{retry.WithMaxAttempts(10), retry.WithBackoff(retry.Constant(0))}
+
 // respond is a base that answers every request with what answer says.
 func respond(answer func(r *http.Request) (int, string)) roundTripFunc {
 	return func(r *http.Request) (*http.Response, error) {
@@ -84,7 +92,7 @@ func TestTheLastResponseIsHandedBackWhenAWaitEnds(t *testing.T) {
 				w.WriteHeader(503)
 				io.WriteString(w, body)
 			}) {
-				tr := retry.NewTransport(base, retry.WithBudget(retry.NewBudget(0, 0, 1)))
+				tr := retry.NewTransport(base, append(lonely, retry.WithBudget(retry.NewBudget(0, 0, 1)))...)
 				var report retry.Report
 				ctx, cancel := context.WithTimeout(retry.NewContext(context.Background(), retry.WithReport(&report)), time.Second)
 				start := time.Now()
@@ -123,7 +131,7 @@ func TestAWaitInVainKeepsTheServersStatusAndHeader(t *testing.T) {
 			w.WriteHeader(503)
 			io.WriteString(w, body)
 		}) {
-			tr := retry.NewTransport(base, retry.WithBudget(retry.NewBudget(0, 0, 1)))
+			tr := retry.NewTransport(base, append(lonely, retry.WithBudget(retry.NewBudget(0, 0, 1)))...)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_, err := (&http.Client{Transport: tr}).Do(mustRequest(ctx, "http://pipe.test/"))
 			cancel()
@@ -148,7 +156,7 @@ func TestALateBodyIsKeptForAWaitInVain(t *testing.T) {
 			time.Sleep(200 * time.Millisecond) // the body is late: past any first wait
 			io.WriteString(w, "overloaded, come back later")
 		}) {
-			tr := retry.NewTransport(base, retry.WithBudget(retry.NewBudget(0, 0, 1)))
+			tr := retry.NewTransport(base, append(lonely, retry.WithBudget(retry.NewBudget(0, 0, 1)))...)
 			var report retry.Report
 			ctx, cancel := context.WithTimeout(retry.NewContext(context.Background(), retry.WithReport(&report)), time.Second)
 			resp, err := (&http.Client{Transport: tr}).Do(mustRequest(ctx, "http://pipe.test/"))
@@ -508,7 +516,12 @@ func TestADrainedBudgetDoesNotTakeAHealthyHostDown(t *testing.T) {
 		budget := retry.NewBudget(0.1, 0, 2)
 		tr := retry.NewTransport(base, retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)))
 		client := &http.Client{Transport: tr}
-		downHost(t, tr, "http://down.test/")
+		for range 2 { // the outage's retries drain the budget, and it is taken as down
+			resp, err := client.Do(mustRequest(context.Background(), "http://down.test/"))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		require.Equal(t, "down", tr.Dependencies()[0].State)
 		require.Less(t, budget.Stats().Tokens, 1.0, "the outage drained the budget")
 		blip.Store(true)
 		start := time.Now()
@@ -554,10 +567,11 @@ func TestAnUnsentRetryGetsItsTokenBack(t *testing.T) {
 		}
 		require.Equal(t, "down", tr.Dependencies()[0].State)
 		// A request whose first attempt goes as the probe, fails, gets a
-		// retry paid for, and waits in vain.
+		// retry paid for, and waits in vain: its deadline comes before the
+		// next probe is due.
 		time.Sleep(time.Second)
 		tokens := budget.Stats().Tokens
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 		defer cancel()
 		resp, err := client.Do(mustRequest(ctx, "http://dep.test/"))
 		if err == nil {

@@ -238,10 +238,10 @@ func TestTheProbeIsARequestThatCanWaitForItsAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		a := &answers{}
-		// Down for its first 50 ms (fast 503s), then 40 ms an answer.
+		// Down for its first 150 ms (fast 503s), then 40 ms an answer.
 		slow := serving(start, 40*time.Millisecond, func(time.Duration) bool { return false }, a)
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if time.Since(start) < 50*time.Millisecond {
+			if time.Since(start) < 150*time.Millisecond {
 				return respond(func(*http.Request) (int, string) { return 503, "down" })(r)
 			}
 			return slow(r)
@@ -259,8 +259,10 @@ func TestTheProbeIsARequestThatCanWaitForItsAnswer(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode == 200, time.Since(sent)
 		}
-		// Eight requests fail in a row and take the host down.
+		// Eight requests fail in a row, 15 ms apart, and take the host
+		// down: the first probe is due 100 ms later.
 		for range 8 {
+			time.Sleep(15 * time.Millisecond)
 			ok, _ := get(time.Millisecond)
 			require.False(t, ok)
 		}
@@ -341,7 +343,7 @@ func TestAWaiterWithoutTimeForAnAnswerIsNotReleased(t *testing.T) {
 		var mu sync.Mutex
 		slow := serving(start, 300*time.Millisecond, func(time.Duration) bool { return false }, a)
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if time.Since(start) < 50*time.Millisecond {
+			if time.Since(start) < 150*time.Millisecond {
 				return respond(func(*http.Request) (int, string) { return 503, "down" })(r)
 			}
 			mu.Lock()
@@ -362,12 +364,13 @@ func TestAWaiterWithoutTimeForAnAnswerIsNotReleased(t *testing.T) {
 			}
 			return err
 		}
-		for range 8 {
+		for range 8 { // 15 ms apart: the first probe is due 100 ms after the last
+			time.Sleep(15 * time.Millisecond)
 			_ = get("down", time.Millisecond) // a 503 comes back
 		}
 		require.Equal(t, "down", tr.Dependencies()[0].State)
-		// The probe goes at 100 ms and is answered at 400 ms: "short" then
-		// has 100 ms left, "long" 1.6 s.
+		// The probe goes 100 ms after the host went down and is answered
+		// 300 ms later: "short" then has 100 ms left, "long" 1.6 s.
 		var wg sync.WaitGroup
 		errs := map[string]*error{"probe": new(error), "short": new(error), "long": new(error)}
 		for name, deadline := range map[string]time.Duration{"probe": 3 * time.Second, "short": 500 * time.Millisecond, "long": 2 * time.Second} {

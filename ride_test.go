@@ -245,13 +245,17 @@ func totalOutage(t *testing.T, deadline time.Duration, callers int) {
 func downHost(t *testing.T, tr *retry.Transport, url string) {
 	t.Helper()
 	client := &http.Client{Transport: tr}
+	once := retry.NewContext(context.Background(), retry.WithMaxAttempts(1))
 	for range 20 {
 		for _, st := range tr.Dependencies() {
 			if st.State == "down" {
 				return
 			}
 		}
-		resp, err := client.Do(mustRequest(context.Background(), url))
+		// One attempt every 15 ms, as a caller asking some 60 times a
+		// second: the first probe is due 100 ms after the host went down.
+		time.Sleep(15 * time.Millisecond)
+		resp, err := client.Do(mustRequest(once, url))
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -453,7 +457,7 @@ func TestWaitingInVainIsAGiveUp(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 		})
-		tr := retry.NewTransport(base)
+		tr := retry.NewTransport(base, lonely...)
 		client := &http.Client{Transport: tr}
 		downHost(t, tr, "http://dep.test/")
 		handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

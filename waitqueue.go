@@ -21,12 +21,22 @@ type waitSlot struct {
 	fresh   bool  // in its dependency's queue of requests that arrived after a recovery
 }
 
-// slotKey tells slots apart: the slotWidth their waits end in, and
-// whether their waiters probed already.
+// slotKey tells slots apart: the slotWidth their waits end in, their
+// waiters' probe rank, and the failures their dependency had told of when
+// they joined (see dependency.seen).
 type slotKey struct {
-	end    int64 // in slotWidths since the epoch
-	probed bool
+	end  int64 // in slotWidths since the epoch
+	rank uint8
+	seen uint64
 }
+
+// Probe ranks: a probe goes from the waiters of the lowest rank there is.
+const (
+	rankFresh uint8 = iota // has not probed
+	rankSpare              // probed, and has attempts to spare
+	rankLast               // probed, and has only its last attempt left
+	ranks
+)
 
 // slotWidth is the span of deadlines that share a slot: the precision of
 // the earliest-deadline-first order and of MaxWait.
@@ -47,35 +57,61 @@ func slotOf(t time.Time) int64 {
 func slotEnd(end int64) time.Time { return time.Unix(0, end*int64(slotWidth)) }
 
 // waitQueue is a min-heap of slots by the end of their waits: the earliest
-// deadline goes first. It counts the waiters in all, and those that may
-// still probe.
+// deadline goes first. It counts the waiters in all, and those of each
+// probe rank.
 type waitQueue struct {
-	fresh    bool // the queue of requests that arrived after a recovery
-	items    []*waitSlot
-	byKey    map[slotKey]*waitSlot
-	waiters  int
-	unprobed int
+	fresh   bool // the queue of requests that arrived after a recovery
+	items   []*waitSlot
+	byKey   map[slotKey]*waitSlot
+	waiters int
+	ranked  [ranks]int
 }
 
 // Len is the number of waiters.
 func (q *waitQueue) Len() int { return q.waiters }
 
 // join adds a waiter whose wait ends at end and returns its slot.
-func (q *waitQueue) join(end int64, probed bool) *waitSlot {
-	k := slotKey{end, probed}
+func (q *waitQueue) join(end int64, rank uint8, seen uint64) *waitSlot {
+	k := slotKey{end, rank, seen}
 	s := q.byKey[k]
 	if s == nil {
-		if q.byKey == nil {
-			q.byKey = make(map[slotKey]*waitSlot)
-		}
-		s = &waitSlot{key: k, ch: make(chan struct{}, math.MaxInt32), index: int32(len(q.items)), fresh: q.fresh}
-		q.byKey[k] = s
-		q.items = append(q.items, s)
-		q.up(int(s.index))
+		s = &waitSlot{key: k, ch: make(chan struct{}, math.MaxInt32)}
+		q.insert(s)
 	}
 	s.waiting++
 	q.count(s, 1)
 	return s
+}
+
+// insert puts slot s, not in any queue, in q.
+func (q *waitQueue) insert(s *waitSlot) {
+	if q.byKey == nil {
+		q.byKey = make(map[slotKey]*waitSlot)
+	}
+	s.index, s.fresh = int32(len(q.items)), q.fresh
+	q.byKey[s.key] = s
+	q.items = append(q.items, s)
+	q.up(int(s.index))
+}
+
+// moveSeen moves the slots whose waiters joined when seen failures had
+// been told of from q to the queue to, and returns how many waiters moved.
+func (q *waitQueue) moveSeen(seen uint64, to *waitQueue) (moved int) {
+	var moving []*waitSlot
+	for _, s := range q.items {
+		if s.key.seen == seen {
+			moving = append(moving, s)
+		}
+	}
+	for _, s := range moving {
+		n := s.waiting
+		q.count(s, -n)
+		q.drop(s)
+		to.insert(s)
+		to.count(s, n)
+		moved += n
+	}
+	return moved
 }
 
 // release wakes one waiter of s, as the probe or not.
@@ -129,11 +165,22 @@ func (q *waitQueue) firstEndingFrom(end int64) *waitSlot {
 	return best
 }
 
-// lastUnprobed returns the latest slot of waiters that have not probed.
-func (q *waitQueue) lastUnprobed() *waitSlot {
+// bestRank returns the lowest probe rank of the waiters, false if none
+// waits.
+func (q *waitQueue) bestRank() (uint8, bool) {
+	for r := range ranks {
+		if q.ranked[r] > 0 {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// latest returns the latest slot of waiters of probe rank r, or nil.
+func (q *waitQueue) latest(r uint8) *waitSlot {
 	var best *waitSlot
 	for _, s := range q.items {
-		if !s.key.probed && (best == nil || s.key.end > best.key.end) {
+		if s.key.rank == r && (best == nil || s.key.end > best.key.end) {
 			best = s
 		}
 	}
@@ -142,9 +189,7 @@ func (q *waitQueue) lastUnprobed() *waitSlot {
 
 func (q *waitQueue) count(s *waitSlot, n int) {
 	q.waiters += n
-	if !s.key.probed {
-		q.unprobed += n
-	}
+	q.ranked[s.key.rank] += n
 }
 
 // drop takes an empty (or expired) slot out of the queue.

@@ -357,7 +357,8 @@ func TestRidingThroughADeadTarget(t *testing.T) {
 	a := &attempts{script: failFirst(1000, unavailable)}
 	retrying := grpcretry.NewClient(fast, retry.WithMaxAttempts(1))
 	client := dial(t, servePayments(t, false, &payments{}, a), retrying)
-	for range 8 {
+	for range 8 { // 15 ms apart: the first probe is due 100 ms after the last
+		time.Sleep(15 * time.Millisecond)
 		_, err := client.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{})
 		require.Error(t, err)
 	}

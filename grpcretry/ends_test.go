@@ -17,11 +17,14 @@ import (
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 )
 
-// takeDown fails eight calls of client in a row, one attempt each: its
-// Client takes the target as down.
+// takeDown fails eight calls of client in a row, one attempt each and at
+// least 15 ms apart: its Client takes the target as down, and probes it
+// first 100 ms later (failures that came faster would be probed sooner:
+// see retry.RideThrough).
 func takeDown(t *testing.T, client paymentspb.PaymentsClient, retrying *grpcretry.Client) {
 	t.Helper()
 	for range 8 {
+		time.Sleep(15 * time.Millisecond)
 		_, err := client.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{}, grpcretry.CallPolicy(retry.WithMaxAttempts(1)))
 		require.Error(t, err)
 	}
