@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,11 @@ type ClosedLoopConfig struct {
 	ServiceTime         time.Duration
 	CutEvery, CutLength int
 	RequestTimeout      time.Duration
+	// Runs is how many times the scenario runs (at least once); the
+	// result is the run of median length. A run's length hangs on the
+	// backoff's jitter of a few unlucky calls: one run alone varies by a
+	// third from one to the next.
+	Runs int
 }
 
 // ClosedLoopResult is how long the calls took in all and how many succeeded.
@@ -40,17 +47,46 @@ func (cfg ClosedLoopConfig) cut(n int64) bool {
 	return (n-1)%period >= int64(cfg.CutEvery)
 }
 
-// ClosedLoop runs the closed-loop scenario for lib with its defaults; for
-// ours, once more with riding through off.
+// ClosedLoop runs the closed-loop scenario for lib with its defaults,
+// cfg.Runs times, and returns the run of median length; for ours, each run
+// once more with riding through off.
 func ClosedLoop(ctx context.Context, lib Library, cfg ClosedLoopConfig) ClosedLoopResult {
-	res := closedLoop(ctx, func(base http.RoundTripper) Client { return lib.New(Defaults, base) }, cfg)
-	if isOursLib(lib) {
-		off := closedLoop(ctx, func(base http.RoundTripper) Client {
+	on := func() ClosedLoopResult {
+		return closedLoop(ctx, func(base http.RoundTripper) Client { return lib.New(Defaults, base) }, cfg)
+	}
+	if !isOursLib(lib) {
+		return cfg.median(on, nil)
+	}
+	return cfg.median(on, func() ClosedLoopResult {
+		return closedLoop(ctx, func(base http.RoundTripper) Client {
 			return &http.Client{Transport: retry.NewTransport(base, retry.WithRideThrough(retry.RideThrough{Off: true}))}
 		}, cfg)
-		res.Off = &off
+	})
+}
+
+// median runs on cfg.Runs times, and off (if not nil) as often, each
+// right after on, and returns on's run of median length with off's in Off.
+func (cfg ClosedLoopConfig) median(on, off func() ClosedLoopResult) ClosedLoopResult {
+	var ons, offs []ClosedLoopResult
+	for range max(cfg.Runs, 1) {
+		ons = append(ons, on())
+		if off != nil {
+			offs = append(offs, off())
+		}
+	}
+	res := medianRun(ons)
+	if off != nil {
+		o := medianRun(offs)
+		res.Off = &o
 	}
 	return res
+}
+
+// medianRun returns the run of median length (the shorter of the two in
+// the middle of an even number).
+func medianRun(runs []ClosedLoopResult) ClosedLoopResult {
+	slices.SortFunc(runs, func(a, b ClosedLoopResult) int { return cmp.Compare(a.Took, b.Took) })
+	return runs[(len(runs)-1)/2]
 }
 
 // isOursLib reports whether l is this module's client.

@@ -11,17 +11,17 @@ import (
 )
 
 // GRPCClosedLoop runs the closed-loop scenario over gRPC for lib with its
-// policy of the table; for ours, once more with riding through off. The
+// policy of the table, cfg.Runs times, and returns the run of median
+// length; for ours, each run once more with riding through off. The
 // server cuts calls, not connections: after every cfg.CutEvery-th attempt
 // it answers the next cfg.CutLength UNAVAILABLE at once, as gRPC reports
 // a connection lost under a call.
 func GRPCClosedLoop(ctx context.Context, lib GRPCLibrary, cfg ClosedLoopConfig) ClosedLoopResult {
-	res := grpcClosedLoop(ctx, lib.Dial(), cfg)
-	if lib.RideThroughOff != nil {
-		off := grpcClosedLoop(ctx, lib.RideThroughOff(), cfg)
-		res.Off = &off
+	on := func() ClosedLoopResult { return grpcClosedLoop(ctx, lib.Dial(), cfg) }
+	if lib.RideThroughOff == nil {
+		return cfg.median(on, nil)
 	}
-	return res
+	return cfg.median(on, func() ClosedLoopResult { return grpcClosedLoop(ctx, lib.RideThroughOff(), cfg) })
 }
 
 func grpcClosedLoop(ctx context.Context, opts []grpc.DialOption, cfg ClosedLoopConfig) ClosedLoopResult {

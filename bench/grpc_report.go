@@ -132,8 +132,9 @@ func writeGRPCScenarioNotes(b *strings.Builder, s GRPCSettings) {
   made by an interceptor in front of the service: after every %d attempts it answers the next %d
   UNAVAILABLE at once (what a call gets when its connection is lost under it), so that no
   library meets grpc-go's reconnection backoff, which a proxy resetting connections would add.
-  Each client with its policy above; ours again with riding through off, and the ratio of the two.
-`, cl.Callers, cl.Calls, cl.RequestTimeout, cl.ServiceTime, cl.CutEvery, cl.CutLength)
+  Each client with its policy above; ours again with riding through off, and the ratio of the two;
+  the run of median length of %d, as in the HTTP table.
+`, cl.Callers, cl.Calls, cl.RequestTimeout, cl.ServiceTime, cl.CutEvery, cl.CutLength, max(cl.Runs, 1))
 	}
 	if ov := s.Overload; ov.Rate > 0 {
 		fmt.Fprintf(b, `- **Finite-capacity server**: the HTTP scenario's server (the same pool of %d workers of %v and a

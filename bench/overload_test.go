@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -191,5 +192,35 @@ func TestClosedLoopDrive(t *testing.T) {
 		if made[i] != 1 {
 			t.Errorf("call %d made %d times", i, made[i])
 		}
+	}
+}
+
+// The closed loop's result is its run of median length, on and off apart,
+// each run of ours followed by one with riding through off.
+func TestClosedLoopMedian(t *testing.T) {
+	cfg := ClosedLoopConfig{Runs: 4}
+	var order []string
+	lengths := []time.Duration{40, 10, 30, 20}
+	var i, j int
+	res := cfg.median(func() ClosedLoopResult {
+		order = append(order, "on")
+		i++
+		return ClosedLoopResult{Took: lengths[i-1], Succeeded: i}
+	}, func() ClosedLoopResult {
+		order = append(order, "off")
+		j++
+		return ClosedLoopResult{Took: 100 * lengths[4-j], Succeeded: 10 * j}
+	})
+	if want := []string{"on", "off", "on", "off", "on", "off", "on", "off"}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+	if res.Took != 20 || res.Succeeded != 4 {
+		t.Errorf("on: %+v, want the run of 20", res)
+	}
+	if res.Off == nil || res.Off.Took != 2000 || res.Off.Succeeded != 10 {
+		t.Errorf("off: %+v, want the run of 2000", res.Off)
+	}
+	if got := (ClosedLoopConfig{}).median(func() ClosedLoopResult { return ClosedLoopResult{Took: 7} }, nil); got.Took != 7 || got.Off != nil {
+		t.Errorf("one run without off: %+v", got)
 	}
 }

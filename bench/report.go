@@ -261,7 +261,9 @@ How the figures were made (loopback, %s in all):
 - **Closed loop**: %d callers, each sending its next GET when its last one returned, %d calls in
   all, each with a %v deadline, to a server that takes %v per call and, after every %d attempts,
   closes the connections of the next %d without answering; defaults. Ours is run again with
-  riding through off, and the cell gives the ratio of the two.
+  riding through off, and the cell gives the ratio of the two. Each library runs it %d times
+  (ours with riding through on and off in turn) and the cell gives its run of median length: one
+  run's length hangs on the backoff's jitter of a few unlucky calls.
 - **Finite-capacity server** (a metastable failure: Bronson et al., HotOS 2021): %d workers of %v
   each and a queue of %d in front of them (a request that finds it full gets 503 at once); work
   goes on after its caller left. Open-loop arrivals, %d requests/s for %v, each with a %v
@@ -280,7 +282,7 @@ How the figures were made (loopback, %s in all):
 		s.Flap.Offer, s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage,
 		s.Brownout.Offer, 100*s.Brownout.BrownoutRate, s.Brownout.Outage,
 		s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout, 100*s.TwoHosts.BlipRate,
-		s.ClosedLoop.Callers, s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout, s.ClosedLoop.ServiceTime, s.ClosedLoop.CutEvery, s.ClosedLoop.CutLength,
+		s.ClosedLoop.Callers, s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout, s.ClosedLoop.ServiceTime, s.ClosedLoop.CutEvery, s.ClosedLoop.CutLength, max(s.ClosedLoop.Runs, 1),
 		s.Overload.Workers, s.Overload.ServiceTime, s.Overload.Queue, s.Overload.Rate, s.Overload.Offer,
 		s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.TriggerAt, s.Overload.triggerEnd(),
 		s.Overload.Slowdown, s.Overload.Bucket)

@@ -86,7 +86,7 @@ func DefaultSettings() Settings {
 		},
 		ClosedLoop: ClosedLoopConfig{
 			Callers: 16, Calls: 1000, ServiceTime: 2 * time.Millisecond, CutEvery: 200, CutLength: 20,
-			RequestTimeout: 5 * time.Second,
+			RequestTimeout: 5 * time.Second, Runs: 5,
 		},
 		Overload: OverloadConfig{
 			Workers: 4, ServiceTime: 10 * time.Millisecond, Queue: 100,
@@ -136,7 +136,7 @@ func QuickSettings() Settings {
 		st.FlapPeriod, st.RequestTimeout = 50*time.Millisecond, s.Storm.RequestTimeout
 	}
 	s.TwoHosts.Rate, s.TwoHosts.Offer, s.TwoHosts.RequestTimeout = 50, 200*time.Millisecond, 200*time.Millisecond
-	s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout = 200, time.Second
+	s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout, s.ClosedLoop.Runs = 200, time.Second, 1
 	s.Overload.Rate, s.Overload.Offer, s.Overload.TriggerAt, s.Overload.Trigger = 100, time.Second, 250*time.Millisecond, 250*time.Millisecond
 	s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.Bucket = 300*time.Millisecond, 100*time.Millisecond, 125*time.Millisecond
 	s.SlowStorm = slowStorm(s.Storm)
