@@ -146,6 +146,7 @@ type waiter struct {
 	maxWaiters int           // the request's RideThrough.MaxWaiters
 	probed     bool          // the request was once sent as the probe
 	spare      bool          // the request has more than its last attempt left
+	retry      bool          // the request has made an attempt before
 	waited     bool          // the request waited once (it counts once in Waited)
 	bound      time.Time     // without a deadline, the end of its waits: MaxWait from its first
 }
@@ -205,7 +206,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	case depDown:
 		// An arrival goes as the probe that is due unless a waiter of a
 		// lower rank can.
-		best, waits := d.queue.bestRank()
+		best, waits := d.bestRank()
 		if r := w.rank(); !d.probing && !now.Before(d.nextProbe) && (!waits || r < best) && (r == rankFresh || !d.quick(now)) {
 			d.probing, d.probeAt, d.joined = true, now, 0
 			d.stats.Probes++
@@ -218,9 +219,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 			return nil, false, ErrDependencyDown
 		}
 	case depRecovering:
-		if d.inFlight < int(d.window) {
-			// A request that did not wait goes as soon as the window has
-			// room: it never queues behind the backlog's paced drain.
+		if d.inFlight < int(d.window) && d.goesNow(w, now) {
 			d.inFlight++
 			return nil, false, nil
 		}
@@ -237,10 +236,12 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 		deadline = w.bound
 	}
 	var s *waitSlot
-	if state == depRecovering {
+	if state == depRecovering && !w.retry {
 		// Arrived after the recovery and found the window full: it goes
 		// as soon as the window has room, before the backlog.
 		s = d.fresh.join(slotOf(deadline), w.rank(), d.seen)
+	} else if state == depRecovering {
+		s = d.queue.join(slotOf(deadline), w.rank(), d.seen)
 	} else {
 		s = d.queue.join(slotOf(deadline), w.rank(), d.seen)
 		if d.joined += min(deadline.Sub(now), probeMax).Seconds() / probeMax.Seconds(); d.joined >= probeEvery && !d.probing {
@@ -253,6 +254,26 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	}
 	d.schedule(now)
 	return s, false, nil
+}
+
+// goesNow reports whether a request that asks while the dependency
+// recovers, and finds room in the window, goes at once. A request that did
+// not wait goes: it never queues behind the backlog's paced drain. A retry
+// (a request that failed before, whose backoff the recovery may have ended)
+// is backlog all the same: it goes at once when the drain has a release
+// due, which it takes, and otherwise waits its turn in the backlog, so that
+// the retries of requests that failed as the dependency went down do not
+// push the release past the drain's pace.
+func (d *dependency) goesNow(w *waiter, now time.Time) bool {
+	if !w.retry {
+		return true
+	}
+	d.refill(now)
+	if d.credit < 1 {
+		return false
+	}
+	d.credit--
+	return true
 }
 
 // woken tells a released waiter whether it was released as the probe.
@@ -390,7 +411,7 @@ func (d *dependency) markDown() {
 // in the first probeFirst of an outage; one with only its last attempt
 // left, only when no other can.
 func (d *dependency) probeDue() (uint8, time.Time, bool) {
-	r, ok := d.queue.bestRank()
+	r, ok := d.bestRank()
 	if d.probing || !ok {
 		return 0, time.Time{}, false
 	}
@@ -399,6 +420,17 @@ func (d *dependency) probeDue() (uint8, time.Time, bool) {
 		at = d.quickUntil
 	}
 	return r, at, true
+}
+
+// bestRank is the lowest probe rank of the waiters, false if none waits:
+// those that arrived while the dependency last recovered wait for it as
+// much as the backlog, and may probe.
+func (d *dependency) bestRank() (uint8, bool) {
+	r, ok := d.queue.bestRank()
+	if f, fok := d.fresh.bestRank(); fok && (!ok || f < r) {
+		return f, true
+	}
+	return r, ok
 }
 
 // quick reports whether the probe due at now may go only from a request
@@ -486,9 +518,10 @@ func (d *dependency) recovered() {
 		d.answerTime = now.Sub(d.probeAt)
 	}
 	// Requests that joined the wait after the last failure it told of
-	// may have arrived after it came back: they go first, and the
-	// backlog's drain waits for as many releases.
-	moved := d.queue.moveSeen(d.seen, &d.fresh)
+	// may have arrived after it came back: they go first (those with time
+	// enough for an answer), and the backlog's drain waits for as many
+	// releases.
+	moved := d.queue.moveSeen(d.seen, d.releasableFrom(now), &d.fresh)
 	d.startRelease(now)
 	d.credit -= float64(moved)
 	d.state.Store(depRecovering)
@@ -535,7 +568,11 @@ func (d *dependency) releaseProbe(now time.Time) {
 	if !ok || now.Before(at) {
 		return
 	}
-	d.queue.release(d.queue.latest(r), true)
+	q, slot := &d.queue, d.queue.latest(r)
+	if f := d.fresh.latest(r); slot == nil || (f != nil && f.key.end > slot.key.end) {
+		q, slot = &d.fresh, f
+	}
+	q.release(slot, true)
 	d.probing, d.probeAt, d.joined = true, now, 0
 	d.stats.Probes++
 }

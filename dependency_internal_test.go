@@ -55,3 +55,43 @@ func TestWaitingRequestsCostLittleMemory(t *testing.T) {
 	t.Logf("%.0f B per waiter at 1,000 arrivals/s", perWaiter)
 	assert.Less(t, perWaiter, 100.0)
 }
+
+// Requests that arrived while the dependency recovered and found the
+// window full wait for it as much as the backlog: when it goes down again
+// before they were let go, one of them is its probe. They used to be left
+// out of the probes, and with nobody else waiting (callers in a closed
+// loop, all held) no probe went until their deadlines.
+func TestWaitersFromARecoveryProbeWhenItIsDownAgain(t *testing.T) {
+	clk := clock.NewMock()
+	d := newDependency("h", clk)
+	join := func(wait time.Duration) *waitSlot {
+		w := waiter{deadline: clk.Now().Add(wait), maxWait: time.Hour, maxWaiters: 100}
+		s, probe, err := d.enqueue(&w)
+		assert.False(t, probe)
+		assert.NoError(t, err)
+		return s
+	}
+	d.markDown()
+	join(50 * time.Millisecond) // the backlog: it gives up before long
+	d.probeFailed()
+	for range initialWindow { // joined after the last failed probe: let go at the recovery
+		join(5 * time.Second)
+	}
+	d.recovered()
+	assert.Equal(t, depRecovering, d.state.Load())
+	late := []*waitSlot{join(5 * time.Second), join(5 * time.Second), join(5 * time.Second)} // the window is full
+	clk.Add(60 * time.Millisecond)                                                           // the backlog's wait ends
+	assert.Equal(t, 3, d.waiting(), "those that came while it recovered")
+	d.markDown()
+	clk.Add(probeFirst)
+	assert.Equal(t, uint64(1), d.stats.Probes, "%+v", d.stats)
+	released := 0
+	for _, s := range late {
+		select {
+		case <-s.ch:
+			released++
+		default:
+		}
+	}
+	assert.Equal(t, 1, released, "one of those that came while it recovered is the probe")
+}

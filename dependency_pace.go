@@ -99,7 +99,8 @@ func (d *dependency) forgetLost(now time.Time) {
 // them), or the rate they were served at before, is what they asked.
 func (d *dependency) startRelease(now time.Time) {
 	d.window, d.inFlight, d.lastAck = initialWindow, 0, now
-	d.drainRate = max(drainShare*max(d.asked(now), d.askedBefore/2, d.servedBefore), minDrainRate)
+	asked := d.asked(now)
+	d.drainRate = max(drainShare*max(asked, d.askedBefore/2, d.servedBefore-asked), minDrainRate)
 	d.credit, d.creditAt = 1, now
 }
 
@@ -119,11 +120,7 @@ func (d *dependency) asked(now time.Time) float64 {
 // ahead of it drains first.
 func (d *dependency) release(now time.Time) {
 	for d.fresh.Len() > 0 && d.inFlight < int(d.window) {
-		s := d.fresh.firstEndingFrom(d.releasableFrom(now))
-		if s == nil {
-			break
-		}
-		d.fresh.release(s, false)
+		d.fresh.release(d.fresh.first(), false)
 		d.inFlight++
 		d.stats.Released++
 	}

@@ -165,7 +165,7 @@ func (l *loop) admit() (bool, error) {
 	if l.gate == nil {
 		return false, nil
 	}
-	l.w.spare = l.c.maxAttempts-l.tries >= 2
+	l.w.spare, l.w.retry = l.c.maxAttempts-l.tries >= 2, l.sent > 0
 	if l.c.trace == nil || l.gate.state.Load() == depUp {
 		return l.gate.admit(l.ctx, &l.w)
 	}

@@ -95,11 +95,12 @@ func (q *waitQueue) insert(s *waitSlot) {
 }
 
 // moveSeen moves the slots whose waiters joined when seen failures had
-// been told of from q to the queue to, and returns how many waiters moved.
-func (q *waitQueue) moveSeen(seen uint64, to *waitQueue) (moved int) {
+// been told of, and whose waits end in slot from or later, from q to the
+// queue to, and returns how many waiters moved.
+func (q *waitQueue) moveSeen(seen uint64, from int64, to *waitQueue) (moved int) {
 	var moving []*waitSlot
 	for _, s := range q.items {
-		if s.key.seen == seen {
+		if s.key.seen == seen && s.key.end >= from {
 			moving = append(moving, s)
 		}
 	}
