@@ -48,21 +48,23 @@ import (
 // one more go (the window doubles with every round that succeeds), and a
 // failure halves it. A request that did not wait goes as soon as the window
 // has room, never behind the backlog, and so do the requests that joined
-// the wait after the last failed probe (they may have come after the
-// dependency was back) and a request that was waiting out its backoff
-// between two attempts: the recovery ends that wait (not a wait the server
-// asked for, such as a Retry-After, which lasts). The backlog drains
+// the wait after the last failed probe with time enough for an answer
+// (they may have come after the dependency was back). A request waiting
+// out its backoff between two attempts is woken by the recovery (not from
+// a wait the server asked for, such as a Retry-After, which lasts) and
+// goes in the backlog's turn: it is backlog too. The backlog drains
 // earliest deadline first within the window, with jitter, at most at 0.7
 // times the rate at which requests asked for the dependency (since its
 // failures began, half the rate at which those failures came, or the rate
-// it answered at just before them, whichever is highest), so new arrivals
-// and the backlog together stay under twice the offered rate. A
+// it answered at just before them less the rate still asked, whichever is
+// highest: callers in a closed loop no longer ask once they wait), so new
+// arrivals and the backlog together stay under twice the offered rate. A
 // waiter with less time left than the dependency took to answer the probe
 // is not let go (its attempt would only give the dependency work nobody
 // waits for): it waits on, until its deadline or until its turn comes with
 // time enough. Callers in a closed loop, who ask only as fast as they are
-// released, are back at full speed within a few round trips. Once nobody waits, the
-// dependency is up.
+// released, are back at full speed within a few round trips. Once nobody
+// waits, the dependency is up.
 //
 // Waiting is for outages that end soon. A request waits at most until its
 // deadline, or MaxWait without one; and once the dependency has been down
