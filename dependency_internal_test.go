@@ -72,7 +72,7 @@ func TestWaitersFromARecoveryProbeWhenItIsDownAgain(t *testing.T) {
 		return s
 	}
 	d.markDown()
-	join(50 * time.Millisecond) // the backlog: it gives up before long
+	backlog := join(50 * time.Millisecond) // it gives up before long
 	d.probeFailed()
 	for range initialWindow { // joined after the last failed probe: let go at the recovery
 		join(5 * time.Second)
@@ -80,18 +80,30 @@ func TestWaitersFromARecoveryProbeWhenItIsDownAgain(t *testing.T) {
 	d.recovered()
 	assert.Equal(t, depRecovering, d.state.Load())
 	late := []*waitSlot{join(5 * time.Second), join(5 * time.Second), join(5 * time.Second)} // the window is full
-	clk.Add(60 * time.Millisecond)                                                           // the backlog's wait ends
+	clk.Add(60 * time.Millisecond) // the backlog's wait ends, on the dependency's timer
+	select {
+	case _, released := <-backlog.ch:
+		assert.False(t, released, "the backlog's wait ended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backlog's wait never ended")
+	}
+	d.mu.Lock()
 	assert.Equal(t, 3, d.waiting(), "those that came while it recovered")
+	d.mu.Unlock()
 	d.markDown()
 	clk.Add(probeFirst)
-	assert.Equal(t, uint64(1), d.stats.Probes, "%+v", d.stats)
-	released := 0
-	for _, s := range late {
-		select {
-		case <-s.ch:
-			released++
-		default:
-		}
+	probed := 0
+	select {
+	case <-late[0].ch:
+	case <-late[1].ch:
+		probed = 1
+	case <-late[2].ch:
+		probed = 2
+	case <-time.After(10 * time.Second):
+		t.Fatal("none of those that came while it recovered is the probe")
 	}
-	assert.Equal(t, 1, released, "one of those that came while it recovered is the probe")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	assert.Equal(t, uint64(1), d.stats.Probes, "%+v", d.stats)
+	assert.Equal(t, 1, late[probed].probes, "released as the probe")
 }
