@@ -79,8 +79,10 @@ func TestWaitersFromARecoveryProbeWhenItIsDownAgain(t *testing.T) {
 	}
 	d.recovered()
 	assert.Equal(t, depRecovering, d.state.Load())
-	late := []*waitSlot{join(5 * time.Second), join(5 * time.Second), join(5 * time.Second)} // the window is full
-	clk.Add(60 * time.Millisecond) // the backlog's wait ends, on the dependency's timer
+	// The window is full: these wait.
+	late := []*waitSlot{join(5 * time.Second), join(5 * time.Second), join(5 * time.Second)}
+	// The backlog's wait ends, on the dependency's timer.
+	clk.Add(60 * time.Millisecond)
 	select {
 	case _, released := <-backlog.ch:
 		assert.False(t, released, "the backlog's wait ended")
