@@ -236,13 +236,14 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 		deadline = w.bound
 	}
 	var s *waitSlot
-	if state == depRecovering && !w.retry {
+	switch {
+	case state == depRecovering && !w.retry:
 		// Arrived after the recovery and found the window full: it goes
 		// as soon as the window has room, before the backlog.
 		s = d.fresh.join(slotOf(deadline), w.rank(), d.seen)
-	} else if state == depRecovering {
+	case state == depRecovering: // a retry: backlog (see goesNow)
 		s = d.queue.join(slotOf(deadline), w.rank(), d.seen)
-	} else {
+	default:
 		s = d.queue.join(slotOf(deadline), w.rank(), d.seen)
 		if d.joined += min(deadline.Sub(now), probeMax).Seconds() / probeMax.Seconds(); d.joined >= probeEvery && !d.probing {
 			d.nextProbe = now // many wait: probe now, not at the interval
