@@ -29,7 +29,12 @@
 //   - the handler rejected the message (idempotency.Reject), or its id
 //     came with another body (idempotency.ErrFingerprintMismatch):
 //     terminated (dead-lettered), nothing stored;
-//   - its dependency is down (see below), or the store failed: held, not
+//   - a statement of the handler's transaction failed for good (the
+//     store marks it idempotency.Permanent: a constraint the write
+//     breaks, say): parked with the reason, as above, then terminated;
+//   - its dependency is down (see below), or the store failed (a claim, a
+//     commit, or a statement of the handler's transaction that failed for
+//     a reason a retry may get past, as a reset connection): held, not
 //     given back, and run again when it may succeed.
 //
 // While the handler runs, the delivery is kept alive at the broker

@@ -58,7 +58,7 @@ func (c *Consumer) run(ctx, grace context.Context, d Delivery, m *Message, req i
 			do = first.do
 		}
 		res, err := do(ctx, req, c.work(d, m, &run))
-		hold, done := c.settle(ctx, d, m, res, err, run, local)
+		hold, done := c.settle(ctx, d, m, req, res, err, run, local)
 		if done {
 			return
 		}
@@ -89,13 +89,18 @@ func (c *Consumer) request(m *Message, last bool) idempotency.Request {
 // settle acts on the result of one Runner.Do for d: it acks, gives back or
 // terminates the delivery (done), or says how long to hold it before
 // running it again here. local counts the runs of this delivery here.
-// ctx is the consumer's: its end cuts short the delay of a Nak.
-func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idempotency.Result, err error, run handlerRun, local int) (hold time.Duration, done bool) {
+// ctx is the consumer's: its end cuts short the delay of a Nak. req is
+// the request run, for parking it.
+func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idempotency.Request, res idempotency.Result, err error, run handlerRun, local int) (hold time.Duration, done bool) {
 	log := func() *slog.Logger {
 		return c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
 	}
 	var ip *idempotency.InProgressError
-	handlerFailed := run.ran && run.err != nil && errors.Is(err, run.err)
+	// A failed statement of the handler's transaction is the store's
+	// failure, whatever the handler made of it: a verdict on the message
+	// only when it will recur (below), an outage of the store otherwise.
+	txFailed := errors.Is(err, idempotency.ErrTxFailed)
+	handlerFailed := run.ran && run.err != nil && errors.Is(err, run.err) && !txFailed
 	switch {
 	case err == nil || errors.Is(err, idempotency.ErrAborted):
 		c.outage.healthy()
@@ -128,11 +133,29 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, res idemp
 		c.settled(ctx, OutcomeParked, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
-	case errors.Is(err, idempotency.ErrFingerprintMismatch), errors.Is(err, idempotency.ErrRejected),
-		errors.Is(err, idempotency.ErrTxFailed) && errors.Is(err, idempotency.ErrPermanent):
+	case errors.Is(err, idempotency.ErrFingerprintMismatch), errors.Is(err, idempotency.ErrRejected):
 		c.settled(ctx, OutcomeTerminated, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
+	case txFailed && errors.Is(err, idempotency.ErrPermanent):
+		// It will fail so on every run: park it with the reason, so the
+		// store keeps the message for RetryParked, then settle it as a
+		// parked one. Held while the store cannot take it.
+		switch owned, perr := c.inbox(ctx, req, err); owned {
+		case OutcomeParked:
+			c.settled(ctx, OutcomeParked, m, err)
+			c.term(ctx, d, err, log)
+			return 0, true
+		case OutcomeReplayed:
+			c.settled(ctx, OutcomeReplayed, m, nil)
+			if aerr := d.Ack(ctx); aerr != nil {
+				log().Warn("consumer: ack failed", slog.Any("error", aerr))
+			}
+			return 0, true
+		case "":
+			log().Warn("consumer: cannot park a message whose transaction failed; holding it", slog.Any("reason", err), slog.Any("error", perr))
+		}
+		return c.cfg.Backoff.Delay(local, 0, rand.Float64()), false
 	case handlerFailed && !dependencyDown(err) && !c.outage.down() && !d.Last():
 		c.stats.retried.Add(1)
 		c.settled(ctx, OutcomeRetried, m, err)

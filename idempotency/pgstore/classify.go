@@ -37,7 +37,8 @@ func permanent(err error) bool {
 		return false
 	}
 	switch pgErr.Code {
-	case "55P03", // lock_not_available
+	case "25P02", // in_failed_sql_transaction: the echo of an earlier failure, classified on its own
+		"55P03", // lock_not_available
 		"55006", // object_in_use
 		"25006", // read_only_sql_transaction: connected to a standby during a failover
 		"25P03", // idle_in_transaction_session_timeout

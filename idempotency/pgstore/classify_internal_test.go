@@ -35,6 +35,10 @@ func TestClassify(t *testing.T) {
 		{pg("57P01"), false}, // admin shutdown
 		{pg("55P03"), false}, // lock not available
 		{pg("25006"), false}, // read-only transaction (a standby)
+		// An aborted transaction refuses statements for an earlier
+		// failure: a batch member after the batch's connection was reset.
+		{pg("25P02"), false},
+		{fmt.Errorf("%w (the batch's transaction failed: %w)", errAborted, io.ErrUnexpectedEOF), false},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, false},
 		{context.DeadlineExceeded, false},
 		{context.Canceled, false},

@@ -1,0 +1,85 @@
+package amqpconsumer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/exactlyonce/retry/internal/drill"
+)
+
+// The store reset drill's settings.
+const (
+	resetMessages = 600
+	resetLimit    = 4 // a delivery limit of 4 allows 5 deliveries
+	resetRefused  = 1500 * time.Millisecond
+)
+
+// The consumer reaches PostgreSQL through a proxy that, at 30% of the
+// effects, resets every connection and refuses new ones for 1.5 s, and at
+// 65% resets them again; the handler writes its effect in the execution's
+// transaction (batched, so several handlers share one). A store that
+// cannot be reached is an outage of the store, never a verdict on a
+// message: every effect happens once, nothing is terminated or
+// dead-lettered.
+func TestStoreConnectionsResetLoseNothing(t *testing.T) {
+	conn := connect(t)
+	queue, dlq := newQueue(t, conn, resetLimit)
+	ch := channel(t, conn)
+	_, direct, schema := newOutbox(t)
+	ctx := context.Background()
+	effects := pgx.Identifier{schema, "effects"}.Sanitize()
+	_, err := direct.Exec(ctx, "CREATE TABLE "+effects+" (key text NOT NULL)")
+	require.NoError(t, err)
+	for i := range resetMessages {
+		publish(t, ch, queue, keyOf(i), bodyOf(i))
+	}
+
+	proxy, store := drill.ProxiedStore(t, pgDSN(), schema)
+	runner := idempotency.NewRunner(store, idempotency.WithLease(2*time.Second))
+	handler := func(ctx context.Context, m *consumer.Message) error {
+		tx, _ := pgstore.TxFrom(ctx)
+		_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", m.Key)
+		return err
+	}
+	c, err := amqpconsumer.New(conn, queue, config(runner, handler), amqpconsumer.WithDeliveryLimit(resetLimit))
+	require.NoError(t, err)
+	start(t, c)
+
+	effectCount := func() (all, distinct int) {
+		require.NoError(t, direct.QueryRow(ctx, "SELECT count(*), count(DISTINCT key) FROM "+effects).Scan(&all, &distinct))
+		return all, distinct
+	}
+	eventually(t, "30% of the effects", func() bool { all, _ := effectCount(); return all >= resetMessages*3/10 })
+	proxy.Refuse(true)
+	cut := proxy.Cut()
+	refused := time.NewTimer(resetRefused)
+	<-refused.C // the outage's length, not a wait for something to happen
+	proxy.Refuse(false)
+	eventually(t, "65% of the effects", func() bool { all, _ := effectCount(); return all >= resetMessages*65/100 })
+	cut += proxy.Cut()
+	// Every delivery settled: acked after its outcome was stored, or
+	// (what must not happen) terminated.
+	eventually(t, "every delivery settled", func() bool {
+		st := c.Stats()
+		return st.Executed+st.Duplicates >= resetMessages || st.Terminated > 0
+	})
+
+	all, distinct := effectCount()
+	st := c.Stats()
+	t.Logf("%d connections reset; %d effects of %d keys; stats %+v", cut, all, distinct, st)
+	assert.Equal(t, resetMessages, all, "each effect once")
+	assert.Equal(t, resetMessages, distinct, "none lost")
+	assert.Zero(t, st.Terminated, "no message terminated for the store's outage")
+	assert.Zero(t, st.Parked)
+	assert.Zero(t, count(t, conn, dlq), "nothing dead-lettered")
+	assert.Positive(t, cut, "connections were reset")
+}

@@ -1,0 +1,81 @@
+package natsconsumer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/exactlyonce/retry/internal/drill"
+	"github.com/exactlyonce/retry/natsconsumer"
+)
+
+// The store reset drill's settings.
+const (
+	resetMessages   = 600
+	resetMaxDeliver = 5
+	resetRefused    = 1500 * time.Millisecond // new connections refused after the first reset
+)
+
+// The consumer reaches PostgreSQL through a proxy that, at 30% of the
+// effects, resets every connection and refuses new ones for 1.5 s, and at
+// 65% resets them again; the handler writes its effect in the execution's
+// transaction (batched, so several handlers share one). A store that
+// cannot be reached is an outage of the store, never a verdict on a
+// message: every effect happens once, no message is terminated, with a
+// delivery limit of 5.
+func TestStoreConnectionsResetLoseNothing(t *testing.T) {
+	_, js := connect(t)
+	stream := newStream(t, js)
+	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: resetMaxDeliver, AckWait: 2 * time.Second})
+	_, direct, schema := newOutbox(t)
+	ctx := context.Background()
+	effects := pgx.Identifier{schema, "effects"}.Sanitize()
+	_, err := direct.Exec(ctx, "CREATE TABLE "+effects+" (key text NOT NULL)")
+	require.NoError(t, err)
+	for i := range resetMessages {
+		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+	}
+
+	proxy, store := drill.ProxiedStore(t, pgDSN(), schema)
+	runner := idempotency.NewRunner(store, idempotency.WithLease(2*time.Second))
+	handler := func(ctx context.Context, m *consumer.Message) error {
+		tx, _ := pgstore.TxFrom(ctx)
+		_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", m.Key)
+		return err
+	}
+	c, err := natsconsumer.New(cons, consumer.Config{Runner: runner, Name: "ship", Handler: handler, Logger: quiet()})
+	require.NoError(t, err)
+	start(t, c)
+
+	count := func() (all, distinct int) {
+		require.NoError(t, direct.QueryRow(ctx, "SELECT count(*), count(DISTINCT key) FROM "+effects).Scan(&all, &distinct))
+		return all, distinct
+	}
+	eventually(t, "30% of the effects", func() bool { all, _ := count(); return all >= resetMessages*3/10 })
+	proxy.Refuse(true)
+	cut := proxy.Cut()
+	refused := time.NewTimer(resetRefused)
+	<-refused.C // the outage's length, not a wait for something to happen
+	proxy.Refuse(false)
+	eventually(t, "65% of the effects", func() bool { all, _ := count(); return all >= resetMessages*65/100 })
+	cut += proxy.Cut()
+	// Every delivery acked (after its outcome was stored) or terminated.
+	eventually(t, "every delivery settled", func() bool { return settled(t, cons) })
+
+	all, distinct := count()
+	st := c.Stats()
+	t.Logf("%d connections reset; %d effects of %d keys; stats %+v", cut, all, distinct, st)
+	assert.Equal(t, resetMessages, all, "each effect once")
+	assert.Equal(t, resetMessages, distinct, "none lost")
+	assert.Zero(t, st.Terminated, "no message terminated for the store's outage")
+	assert.Zero(t, st.Parked)
+	assert.Positive(t, cut, "connections were reset")
+}
