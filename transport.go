@@ -12,7 +12,12 @@ import (
 //   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE, and any request that carries
 //     an idempotency key, are retried on transient errors (timeouts, resets,
 //     refused connections) and on 502, 503, 504 and 429 (and 500 with
-//     WithRetryOn500; a keyed 409 too, which means "still in progress").
+//     WithRetryOn500). A 409 to a keyed request that carries Retry-After
+//     means "the first copy is still in progress" (our idempotency
+//     middleware's answer): it is waited out, each wait longer than the one
+//     before, neither charged to the budget nor counted as an attempt,
+//     until the deadline (or MaxWait without one). Any other 409 is a
+//     conflict, a final answer: it is handed back at once.
 //   - POST and PATCH get an Idempotency-Key (one per logical request, the
 //     same on every attempt; a key the caller set is kept, an empty one is
 //     replaced). Other requests without a key are retried only when they
@@ -22,7 +27,7 @@ import (
 //     so the repeats share it (WithReport's Report.IdempotencyKey tells the
 //     one the Transport made), unless it repeats through Do, whose loop gives
 //     the Transport its keys.
-//   - Retry-After (seconds or any HTTP-date) on 429, 503 and a keyed 409 is a
+//   - Retry-After (seconds or any HTTP-date) on 429, 503 and that 409 is a
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
 //   - A Retry-Pushback header on a response means the server's own retries

@@ -133,7 +133,9 @@ type middleware struct {
 //   - the key used before with another fingerprint: 422;
 //   - the key's first request still running: 409 with Retry-After, about
 //     as long as requests take here (see InProgressError), never the
-//     whole lease;
+//     whole lease; the Retry-After is always there, and is what tells a
+//     client (this module's retry.Transport among them) that this 409
+//     means "in progress, come back", not a conflict;
 //   - the key completed: the stored status, header and body byte for byte,
 //     plus "Idempotent-Replayed: true";
 //   - the CallerFunc failed: 401;
