@@ -76,6 +76,9 @@ type Transport struct {
 	// gates are the hosts' gates (see RideThrough); idle ones are evicted
 	// once there are many.
 	gates gateSet
+	// keyHosts are the hosts that have shown they honour idempotency keys
+	// (see WithKeysHonoured).
+	keyHosts keyHosts
 
 	// zero and dflt serve the zero Transport.
 	zero sync.Once

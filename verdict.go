@@ -11,7 +11,7 @@ func (rt *roundTrip) classifyError(err error, o *outcome) {
 	if !rt.c.classifier(err) {
 		return
 	}
-	if rt.idempotent || rt.keyed || neverSent(err) {
+	if rt.replayable() || neverSent(err) {
 		o.retry = true
 		return
 	}
@@ -28,7 +28,8 @@ func neverSent(err error) bool {
 // classifyResponse decides whether a response may be retried.
 func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	code := resp.StatusCode
-	safe := rt.idempotent || rt.keyed
+	rt.noteKeyEvidence(resp.Header)
+	safe := rt.replayable()
 	honourRetryAfter := false
 	switch {
 	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
