@@ -10,8 +10,9 @@ import (
 // one layer, within a budget and a deadline:
 //
 //   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE, and any request that carries
-//     an idempotency key, are retried on transient errors (timeouts, resets,
-//     refused connections) and on 502, 503, 504 and 429 (and 500 with
+//     an idempotency key its host honours (see below), are retried on
+//     transient errors (timeouts, resets, refused connections) and on 502,
+//     503, 504 and 429 (and 500 with
 //     WithRetryOn500). A 409 to a keyed request that carries Retry-After
 //     means "the first copy is still in progress" (our idempotency
 //     middleware's answer): it is waited out, each wait longer than the one
@@ -27,6 +28,17 @@ import (
 //     so the repeats share it (WithReport's Report.IdempotencyKey tells the
 //     one the Transport made), unless it repeats through Do, whose loop gives
 //     the Transport its keys.
+//   - A key makes a resend safe only where the server deduplicates it, and
+//     most servers ignore it. Until a host has shown that it honours keys
+//     (an answer to a keyed request that echoes the key, as our idempotency
+//     middleware's do, or says Idempotent-Replayed: true; remembered per
+//     host) or WithKeysHonoured names it, a keyed POST or PATCH to it is
+//     retried as if it had no key, and is handed to the base without
+//     GetBody (with an empty body of its own if it had none) so that
+//     net/http, which resends a request with an Idempotency-Key header on a
+//     reused connection that died before the response, does not resend it
+//     either. The key is still sent, so that a server that deduplicates can
+//     show it. A 409 with Retry-After is waited out either way.
 //   - Retry-After (seconds or any HTTP-date) on 429, 503 and that 409 is a
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
