@@ -43,7 +43,18 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 	}
 	ctx := rt.c.trace.attemptStart(rt.attemptContext(), n, false, rt.orig)
 	orig := rt.orig
-	if ctx == rt.parent && rt.key == "" && body == orig.Body {
+	guarded := rt.guarded()
+	if guarded {
+		// Until its host shows it honours keys, the request must not be
+		// sent again once it may have reached it, by net/http either:
+		// without GetBody, and with a body, net/http's Transport takes
+		// even a keyed request as not replayable.
+		getBody = nil
+		if rt.body.none {
+			body = sentOnce{}
+		}
+	}
+	if ctx == rt.parent && rt.key == "" && body == orig.Body && (!guarded || orig.GetBody == nil) {
 		rt.out = nil
 		return orig
 	}

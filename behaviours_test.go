@@ -19,12 +19,16 @@ import (
 
 // scripted is a handler that answers with the statuses of script in turn
 // (the last one repeats), with headers per answer, and records what it saw.
+// It stands for a server that deduplicates keys: it echoes a request's
+// Idempotency-Key on its answer, as our middleware does, unless
+// ignoresKeys.
 type scripted struct {
-	mu      sync.Mutex
-	script  []int
-	headers map[int]http.Header
-	body    []byte
-	reqs    []recorded
+	mu          sync.Mutex
+	script      []int
+	headers     map[int]http.Header
+	body        []byte
+	reqs        []recorded
+	ignoresKeys bool
 	// clk, if set, times the requests; else the time package does.
 	clk interface{ Now() time.Time }
 }
@@ -50,7 +54,11 @@ func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.reqs = append(s.reqs, recorded{method: r.Method, key: r.Header.Get("Idempotency-Key"), body: body, at: at})
 	code, h := s.script[min(n, len(s.script)-1)], s.headers[n]
+	echo := !s.ignoresKeys
 	s.mu.Unlock()
+	if k := r.Header["Idempotency-Key"]; echo && len(k) > 0 {
+		w.Header()["Idempotency-Key"] = k
+	}
 	for k, v := range h {
 		w.Header()[k] = v
 	}

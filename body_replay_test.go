@@ -31,7 +31,7 @@ func TestBodyThatCannotBeReplayedHandsBackTheLastResponseIntact(t *testing.T) {
 		r.Body.Close()
 		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil
 	})
-	tr := retry.NewTransport(base, retry.WithClock(newAutoClock()))
+	tr := retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithKeysHonoured())
 	var rep retry.Report
 	body := io.MultiReader(strings.NewReader(strings.Repeat("x", 100))) // no GetBody
 	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", "http://mem.test/", body)

@@ -356,7 +356,7 @@ func (d *dependency) observe(o outcome, probe bool, sent time.Time) {
 
 // alive reports whether the attempt says its dependency is alive: it
 // answered, whatever it answered (a success; a rejection, as a 4xx; an
-// earlier copy still running, as a keyed 409 or our gRPC server's
+// earlier copy still running, as a keyed 409 with Retry-After or our gRPC server's
 // IDEMPOTENCY_KEY_IN_PROGRESS), unless the answer says it is failing (a
 // 5xx, a 429). Such an answer ends the streak of failures and, as a probe,
 // the outage.

@@ -15,8 +15,12 @@
 // resets, refused connections, 502, 503, 504 and 429). A POST or PATCH gets
 // an Idempotency-Key, the same on every attempt, sent as the IETF draft's
 // Structured Field string ("8e03978e-...") or, with WithTokenKeys, as a
-// plain token; a key the caller set is kept. Other requests are retried only
-// when they provably never reached the server. Retry-After (seconds or an
+// plain token; a key the caller set is kept. A key makes a resend safe only
+// where the server deduplicates it: until a host has shown it does (an
+// answer that echoes the key, as the idempotency middleware's do, or says
+// Idempotent-Replayed: true) or WithKeysHonoured names it, its keyed POSTs
+// and PATCHes are retried as unkeyed ones are. Other requests are retried
+// only when they provably never reached the server. Retry-After (seconds or an
 // HTTP-date) is a floor for the next wait; one longer than
 // WithMaxRetryAfter, or ending past the deadline, hands the response back at
 // once. When retrying stops on a response, the response is returned as it

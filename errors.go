@@ -23,7 +23,8 @@ var (
 	// ErrCancelled: the caller's context was cancelled.
 	ErrCancelled = errors.New("retry: cancelled")
 	// ErrNotIdempotent: the attempt failed in a way worth retrying, but the
-	// request is not idempotent, carries no key and may have reached the
+	// request is not idempotent, carries no key (or one its host has not
+	// shown it honours, see WithKeysHonoured) and may have reached the
 	// server, so repeating it could repeat its effect.
 	ErrNotIdempotent = errors.New("retry: request may have been processed and is not idempotent")
 	// ErrPushback: the server said not to retry at all (see PushbackHeader).

@@ -18,6 +18,9 @@ func ExampleNewClient() {
 	var lastKey atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lastKey.Store(r.Header.Get("Idempotency-Key"))
+		// A server that deduplicates keys says so by echoing the key (the
+		// idempotency middleware does): a POST to it is safe to send again.
+		w.Header().Set("Idempotency-Key", r.Header.Get("Idempotency-Key"))
 		if calls.Add(1) < 3 {
 			w.WriteHeader(http.StatusServiceUnavailable) // a blip
 			return

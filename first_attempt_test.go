@@ -38,7 +38,11 @@ func (s *scriptedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.bodies = append(s.bodies, string(body))
 	code := s.script[min(len(s.seen), len(s.script)-1)]
 	s.seen = append(s.seen, r)
-	return &http.Response{StatusCode: code, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("body")), Request: r}, nil
+	h := http.Header{}
+	if k := r.Header["Idempotency-Key"]; len(k) > 0 {
+		h["Idempotency-Key"] = k // a server that deduplicates keys, as our middleware
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader("body")), Request: r}, nil
 }
 
 func TestFirstAttemptSendsTheCallersRequestAndReports(t *testing.T) {
@@ -86,7 +90,7 @@ func TestFirstAttemptKeepsThePolicyForOtherRequests(t *testing.T) {
 
 func TestFirstAttemptTakesACallersKeyedPost(t *testing.T) {
 	base := &scriptedBase{script: []int{503, 201}}
-	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()))}
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithKeysHonoured("mem.test"))}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a deadline: no timer of the Transport's
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://mem.test/", strings.NewReader("charge"))
@@ -186,7 +190,7 @@ func TestFirstAttemptAttemptTimeoutHandsTheRetryToTheLoop(t *testing.T) {
 		}
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("second")), Request: r}, nil
 	})
-	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk))}
+	client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(clk), retry.WithKeysHonoured())}
 	var rep retry.Report
 	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "POST", "http://mem.test/", strings.NewReader("charge"))
 	type result struct {

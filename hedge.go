@@ -107,7 +107,7 @@ type httpLeg struct {
 // request is safe to send twice at once, its body can be had twice at once,
 // and it may be retried at all.
 func (rt *roundTrip) hedgeable() bool {
-	return rt.c.adaptive.hedge && (rt.idempotent || rt.keyed) && rt.c.maxAttempts > 1 && rt.body.atOnce()
+	return rt.c.adaptive.hedge && rt.replayable() && rt.c.maxAttempts > 1 && rt.body.atOnce()
 }
 
 // hedgedAttempt makes attempt n as one send and, if that has not answered
@@ -188,7 +188,7 @@ func (h *httpHedge) good(l httpLeg) bool {
 	if l.err != nil {
 		return false
 	}
-	judge := roundTrip{c: h.c, idempotent: h.idempotent, keyed: h.keyed}
+	judge := roundTrip{c: h.c, idempotent: h.idempotent, keyed: h.keyed, honoured: true} // hedged: replayable
 	var o outcome
 	judge.classifyResponse(l.resp, &o)
 	return !o.failed()

@@ -25,7 +25,8 @@ type outcome struct {
 	// hedges counts hedged attempts, already charged when they were sent.
 	hedges int
 	// pending: the server says an earlier copy of the request is still
-	// running (a keyed 409); the next attempt waits for its outcome.
+	// running (a keyed 409 with Retry-After); the next attempt waits for
+	// its outcome.
 	pending bool
 	// answered: the dependency answered, whatever it answered (see
 	// Verdict.Answered; an HTTP response always is one).
@@ -60,6 +61,7 @@ type loop struct {
 	probeOut  bool      // the attempt out now is the gate's probe
 	waitCause string    // why the next wait is as long as it is, for the trace
 	waitFrom  time.Time // when waiting for an earlier copy began
+	waits     int       // the waits for an earlier copy so far: their backoff grows with each
 	start     time.Time // for hooks: when the first attempt began
 	observed  bool      // hooks or a logger are set
 }
@@ -217,8 +219,8 @@ func (l *loop) decide(o outcome, ready func() bool) (time.Duration, error) {
 	case l.tries >= c.maxAttempts:
 		return 0, ErrAttemptsExhausted
 	}
-	l.waitFrom = time.Time{}
-	wait, err := l.backoff(o)
+	l.waitFrom, l.waits = time.Time{}, 0
+	wait, err := l.backoff(o, max(l.tries, 1))
 	if err != nil {
 		return 0, err
 	}
@@ -245,28 +247,33 @@ func (l *loop) decide(o outcome, ready func() bool) (time.Duration, error) {
 
 // decidePending decides the wait after an answer that says an earlier copy
 // of the request is still running: waiting for its outcome is neither a
-// retry the budget pays for nor one the attempt limit counts; without a
-// deadline it lasts at most the ride-through's MaxWait.
+// retry the budget pays for nor one the attempt limit counts. Each wait is
+// the backoff of one more retry than the one before (and at least the
+// server's Retry-After), so a copy that keeps running is asked after less
+// and less often; without a deadline the waiting lasts at most the
+// ride-through's MaxWait.
 func (l *loop) decidePending(o outcome, ready func() bool) (time.Duration, error) {
 	now := l.c.clock.Now()
 	if l.waitFrom.IsZero() {
-		l.waitFrom = now
+		l.waitFrom, l.waits = now, 0
 	}
 	if l.deadline.IsZero() && now.Sub(l.waitFrom) >= l.w.maxWait {
 		return 0, ErrAttemptsExhausted
 	}
-	wait, err := l.backoff(o)
+	l.waits++
+	wait, err := l.backoff(o, max(l.tries, 1)+l.waits-1)
 	if err == nil && ready != nil && !ready() {
 		return 0, ErrBodyNotReplayable
 	}
 	return wait, err
 }
 
-// backoff is the wait before the next attempt: the Backoff's, at least the
-// server's Retry-After, and never one that ends past the deadline.
-func (l *loop) backoff(o outcome) (time.Duration, error) {
+// backoff is the wait before the next attempt, retry number n of the
+// Backoff: the Backoff's, at least the server's Retry-After, and never one
+// that ends past the deadline.
+func (l *loop) backoff(o outcome, n int) (time.Duration, error) {
 	c := l.c
-	wait := max(c.backoff.Delay(max(l.tries, 1), l.prev, c.random()), 0)
+	wait := max(c.backoff.Delay(n, l.prev, c.random()), 0)
 	l.waitCause = "backoff"
 	if o.hasFloor {
 		if c.maxRetryAfter <= 0 || o.floor > c.maxRetryAfter {

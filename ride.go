@@ -89,9 +89,11 @@ import (
 // of every one of them in bounded memory. A panic in an attempt's code (a
 // hook, an operation) that was the probe frees the probe.
 //
-// A keyed 409 (an earlier copy of the request still running) is waited out
-// the same way the server asks (Retry-After), without spending the retry
-// budget or the attempt limit: the outcome is coming.
+// A keyed 409 with Retry-After (an earlier copy of the request still
+// running) is waited out the way the server asks (Retry-After, a floor
+// under a backoff that grows with each wait), without spending the retry
+// budget or the attempt limit: the outcome is coming. The waiting ends at
+// the deadline, or after MaxWait for a request without one.
 //
 // Attempts sent before the outage is seen count as usual: a request that
 // spends all its attempts in the moment it takes to see it (eight failures

@@ -583,12 +583,12 @@ func TestAnUnsentRetryGetsItsTokenBack(t *testing.T) {
 	})
 }
 
-// A probe answered by a keyed 409 (an earlier copy still runs) tells that
-// the server is alive: the host recovers.
+// A probe answered by a keyed 409 with Retry-After (an earlier copy still
+// runs) tells that the server is alive: the host recovers.
 func TestAProbeAnsweredWithAKeyed409MeansTheServerIsAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var state atomic.Int32 // 0 down, 1 busy with the first copy, 2 done
-		base := respond(func(r *http.Request) (int, string) {
+		answer := respond(func(r *http.Request) (int, string) {
 			switch state.Load() {
 			case 0:
 				return 503, "down"
@@ -596,6 +596,13 @@ func TestAProbeAnsweredWithAKeyed409MeansTheServerIsAlive(t *testing.T) {
 				return 409, "in progress"
 			}
 			return 201, "created"
+		})
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := answer(r)
+			if resp.StatusCode == 409 {
+				resp.Header.Set("Retry-After", "0")
+			}
+			return resp, err
 		})
 		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(50*time.Millisecond)))
 		downHost(t, tr, "http://dep.test/")

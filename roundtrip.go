@@ -18,12 +18,13 @@ type roundTrip struct {
 	parent context.Context // the caller's context
 
 	// idempotent: safe to repeat as it is (the method, or marked
-	// Idempotent); keyed: carries a key. Either makes every transient
-	// failure retryable.
-	idempotent, keyed bool
-	key               string      // the key the Transport adds; "" when it adds none
-	keyHeader         http.Header // the caller's header with key, made on first use
-	nested            bool        // inside another retry loop: one attempt, errors as they are
+	// Idempotent); keyed: carries a key; honoured: its host is known to
+	// deduplicate keys (see WithKeysHonoured). Idempotent, or keyed and
+	// honoured, makes every transient failure retryable.
+	idempotent, keyed, honoured bool
+	key                         string      // the key the Transport adds; "" when it adds none
+	keyHeader                   http.Header // the caller's header with key, made on first use
+	nested                      bool        // inside another retry loop: one attempt, errors as they are
 
 	body     bodySource
 	estimate *latencyEstimate // the host's latency, when measured
@@ -72,6 +73,9 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 		} else {
 			rt.key = newKey(c.http.tokenKeys)
 		}
+	}
+	if rt.keyed && !rt.idempotent {
+		rt.honoured = c.http.honoured.covers(req.URL)
 	}
 	if c.budget != nil {
 		c.budget.Requested()

@@ -10,9 +10,15 @@ import (
 // one layer, within a budget and a deadline:
 //
 //   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE, and any request that carries
-//     an idempotency key, are retried on transient errors (timeouts, resets,
-//     refused connections) and on 502, 503, 504 and 429 (and 500 with
-//     WithRetryOn500; a keyed 409 too, which means "still in progress").
+//     an idempotency key its host honours (see below), are retried on
+//     transient errors (timeouts, resets, refused connections) and on 502,
+//     503, 504 and 429 (and 500 with
+//     WithRetryOn500). A 409 to a keyed request that carries Retry-After
+//     means "the first copy is still in progress" (our idempotency
+//     middleware's answer): it is waited out, each wait longer than the one
+//     before, neither charged to the budget nor counted as an attempt,
+//     until the deadline (or MaxWait without one). Any other 409 is a
+//     conflict, a final answer: it is handed back at once.
 //   - POST and PATCH get an Idempotency-Key (one per logical request, the
 //     same on every attempt; a key the caller set is kept, an empty one is
 //     replaced). Other requests without a key are retried only when they
@@ -22,7 +28,18 @@ import (
 //     so the repeats share it (WithReport's Report.IdempotencyKey tells the
 //     one the Transport made), unless it repeats through Do, whose loop gives
 //     the Transport its keys.
-//   - Retry-After (seconds or any HTTP-date) on 429, 503 and a keyed 409 is a
+//   - A key makes a resend safe only where the server deduplicates it, and
+//     most servers ignore it. Until a host has shown that it honours keys
+//     (an answer to a keyed request that echoes the key, as our idempotency
+//     middleware's do, or says Idempotent-Replayed: true; remembered per
+//     host) or WithKeysHonoured names it, a keyed POST or PATCH to it is
+//     retried as if it had no key, and is handed to the base without
+//     GetBody (with an empty body of its own if it had none) so that
+//     net/http, which resends a request with an Idempotency-Key header on a
+//     reused connection that died before the response, does not resend it
+//     either. The key is still sent, so that a server that deduplicates can
+//     show it. A 409 with Retry-After is waited out either way.
+//   - Retry-After (seconds or any HTTP-date) on 429, 503 and that 409 is a
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
 //   - A Retry-Pushback header on a response means the server's own retries
@@ -71,6 +88,9 @@ type Transport struct {
 	// gates are the hosts' gates (see RideThrough); idle ones are evicted
 	// once there are many.
 	gates gateSet
+	// keyHosts are the hosts that have shown they honour idempotency keys
+	// (see WithKeysHonoured).
+	keyHosts keyHosts
 
 	// zero and dflt serve the zero Transport.
 	zero sync.Once

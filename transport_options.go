@@ -12,7 +12,8 @@ type httpConfig struct {
 	keyHeader  string
 	tokenKeys  bool
 	noKeys     bool
-	idempotent bool // requests are safe to repeat, whatever their method
+	honoured   honouredHosts // the hosts WithKeysHonoured names
+	idempotent bool          // requests are safe to repeat, whatever their method
 	bodyLimit  int64
 	retry500   bool
 }

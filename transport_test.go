@@ -272,11 +272,11 @@ func TestPostResetAfterWriteRetriedOnlyWithKey(t *testing.T) {
 	assert.Equal(t, int32(1), n.Load(), "a POST without a key that reached the server is not repeated")
 
 	n.Store(0)
-	keyed, _ := newClient(t, retry.WithClock(newAutoClock()))
+	keyed, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithKeysHonoured())
 	_, err = keyed.Post(srv.URL, "text/plain", strings.NewReader("charge"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, retry.ErrAttemptsExhausted)
-	assert.Equal(t, int32(retry.DefaultMaxAttempts), n.Load(), "a keyed POST is retried")
+	assert.Equal(t, int32(retry.DefaultMaxAttempts), n.Load(), "a keyed POST to a host that honours keys is retried")
 }
 
 func TestPostRefusedAtConnectIsRetriedEitherWay(t *testing.T) {
@@ -327,11 +327,19 @@ func TestConflictRetriedOnlyWithKey(t *testing.T) {
 	assert.Equal(t, 409, resp.StatusCode, "a GET without a key: 409 is a real conflict")
 
 	srv2 := newScriptServer(t, 409, 201)
+	srv2.headers[0] = http.Header{"Retry-After": {"1"}}
 	resp, err = client.Post(srv2.URL, "text/plain", strings.NewReader("x"))
 	require.NoError(t, err)
 	readAll(t, resp)
-	assert.Equal(t, 201, resp.StatusCode, "a keyed POST: 409 means still in progress")
+	assert.Equal(t, 201, resp.StatusCode, "a keyed POST: 409 with Retry-After means still in progress")
 	assert.Len(t, srv2.requests(), 2)
+
+	srv3 := newScriptServer(t, 409, 201)
+	resp, err = client.Post(srv3.URL, "text/plain", strings.NewReader("x"))
+	require.NoError(t, err)
+	readAll(t, resp)
+	assert.Equal(t, 409, resp.StatusCode, "a keyed POST: 409 without Retry-After is a real conflict")
+	assert.Len(t, srv3.requests(), 1)
 }
 
 func TestUnkeyedPostIsNotRetriedOn503(t *testing.T) {

@@ -11,7 +11,7 @@ func (rt *roundTrip) classifyError(err error, o *outcome) {
 	if !rt.c.classifier(err) {
 		return
 	}
-	if rt.idempotent || rt.keyed || neverSent(err) {
+	if rt.replayable() || neverSent(err) {
 		o.retry = true
 		return
 	}
@@ -28,7 +28,8 @@ func neverSent(err error) bool {
 // classifyResponse decides whether a response may be retried.
 func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	code := resp.StatusCode
-	safe := rt.idempotent || rt.keyed
+	rt.noteKeyEvidence(resp.Header)
+	safe := rt.replayable()
 	honourRetryAfter := false
 	switch {
 	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
@@ -37,9 +38,12 @@ func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 		o.bad, o.retry = true, safe
 	case code == http.StatusInternalServerError:
 		o.bad, o.retry = true, safe && rt.c.http.retry500
-	case code == http.StatusConflict && rt.keyed:
-		// The server says the first attempt with this key is still in
-		// progress: its outcome is coming.
+	case code == http.StatusConflict && rt.keyed && len(resp.Header["Retry-After"]) > 0:
+		// A 409 with Retry-After to a keyed request: the server says the
+		// first attempt with this key is still in progress (our
+		// middleware's answer) and when to come back; its outcome is
+		// coming. A 409 without it is a conflict (a merge conflict, a
+		// resource that exists already): a final answer, handed back.
 		o.retry, o.pending, honourRetryAfter = true, true, true
 	case code >= 500:
 		o.bad = true

@@ -43,6 +43,12 @@ func NewServer(h http.HandlerFunc, record bool) *Server {
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.attempts.Add(1)
 		s.note(r)
+		if k := r.Header["Idempotency-Key"]; len(k) > 0 {
+			// It stands for a server that deduplicates keys, and says so by
+			// echoing the key as the idempotency middleware does: a library
+			// that sends one may resend a POST to it.
+			w.Header()["Idempotency-Key"] = k
+		}
 		h(w, r)
 	}))
 	s.Server.Config.ConnState = func(_ net.Conn, st http.ConnState) {

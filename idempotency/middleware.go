@@ -133,9 +133,18 @@ type middleware struct {
 //   - the key used before with another fingerprint: 422;
 //   - the key's first request still running: 409 with Retry-After, about
 //     as long as requests take here (see InProgressError), never the
-//     whole lease;
+//     whole lease; the Retry-After is always there, and is what tells a
+//     client (this module's retry.Transport among them) that this 409
+//     means "in progress, come back", not a conflict;
 //   - the key completed: the stored status, header and body byte for byte,
 //     plus "Idempotent-Replayed: true";
+//   - every answer given once the request has been read (the
+//     handler's, a replay, a 409, a 422, a store failure) echoes the key
+//     header as the request sent it: a client learns from it that this
+//     server deduplicates keys, so that a request of its that may have
+//     reached the server is safe to send again (this module's
+//     retry.Transport waits for that before it retries a POST after a reset
+//     or a 5xx);
 //   - the CallerFunc failed: 401;
 //   - a store failure that a retry may get past (a refused connection, a
 //     timeout): 503 with Retry-After; one that every retry would meet again
@@ -287,6 +296,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.Work, req.Input = m.resume, encodeRequest(r, m.resumeHeaders, body)
 	}
 	rec.next, rec.req, rec.reqBody = h.next, r, body
+	// Every answer from here on is the key's: it echoes the key, which
+	// tells the client that this server deduplicates it (see Middleware).
+	w.Header()[m.header] = values
 	res, err := m.runner.Do(r.Context(), req, rec.run)
 	h.respond(w, rec, res, err)
 	if rec.panicked {

@@ -238,6 +238,49 @@ func TestBadKeysAre400(t *testing.T) {
 	require.Equal(t, http.StatusCreated, do(h, "x", withKey(strings.Repeat("k", 255))).Code)
 }
 
+// Every answer to a keyed request echoes its key as the request sent it,
+// which tells a client (retry.Transport) that this server deduplicates
+// keys; an answer that is not the key's (a missing or malformed key, a safe
+// method passed through) does not.
+func TestEveryKeyedAnswerEchoesTheKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var c counting
+	h := e.handle(&c)
+	echo := func(w *httptest.ResponseRecorder) []string { return w.Header()["Idempotency-Key"] }
+
+	assert.Equal(t, []string{`"e1"`}, echo(do(h, "one", withKey(`"e1"`))), "executed")
+	replay := do(h, "one", withKey("e1"))
+	assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, []string{"e1"}, echo(replay), "replayed: this request's form of the key")
+	mismatch := do(h, "another", withKey(`"e1"`))
+	problem(t, mismatch, http.StatusUnprocessableEntity)
+	assert.Equal(t, []string{`"e1"`}, echo(mismatch), "the key used with another request")
+
+	started, release := make(chan struct{}), make(chan struct{})
+	slow := e.handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		idempotency.MarkStarted(r.Context())
+		close(started)
+		<-release
+		w.WriteHeader(http.StatusCreated)
+	}))
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- do(slow, "slow", withKey(`"e2"`)) }()
+	<-started
+	inProgress := do(slow, "slow", withKey(`"e2"`))
+	problem(t, inProgress, http.StatusConflict)
+	assert.Equal(t, []string{`"e2"`}, echo(inProgress), "in progress")
+	assert.NotEmpty(t, inProgress.Header().Get("Retry-After"))
+	close(release)
+	assert.Equal(t, []string{`"e2"`}, echo(<-done))
+
+	missing := do(h, "x")
+	problem(t, missing, http.StatusBadRequest)
+	assert.Empty(t, echo(missing), "no key")
+	assert.Empty(t, echo(do(h, "x", withKey(`"a", "b"`), withKey("c"))), "two key lines")
+	assert.Empty(t, echo(do(h, "", withMethod(http.MethodGet), withKey("g"))), "a GET passes through")
+}
+
 func TestKeyHeaderIsConfigurable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
