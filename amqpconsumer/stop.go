@@ -3,8 +3,6 @@ package amqpconsumer
 import (
 	"context"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // lateQuiet is how long a stopping consumer waits for one more delivery

@@ -93,8 +93,8 @@
 // stalled execution waits out its lease (Runner's WithLease, one minute
 // by default) and then at most one interval. A resumed run that fails
 // permanently parks the message; one that fails otherwise is tried again
-// on a later pass, and parked (idempotency.ErrNotResumable) once its record
-// had idempotency.DefaultReconcileAttempts executions. Any number of
+// on a later pass (a record's attempt count says nothing here: the
+// consumer's own runs of a held delivery count too). Any number of
 // consumers of one caller may run at once: the store gives each stalled
 // execution to one of them.
 //
