@@ -96,7 +96,7 @@ func drillChild(schema, queue, depURL string) int {
 func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget, log *slog.Logger) consumer.Config {
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
-		StopGrace: drillGrace, Logger: log,
+		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: log,
 		Observer: func(_ context.Context, e consumer.Event) {
 			if e.Kind == consumer.EventSettled {
 				log.Debug("settled", slog.String("key", e.Key), slog.Int("delivery", e.Delivery),

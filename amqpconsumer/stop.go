@@ -3,8 +3,6 @@ package amqpconsumer
 import (
 	"context"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // lateQuiet is how long a stopping consumer waits for one more delivery
@@ -19,26 +17,40 @@ const lateQuiet = 250 * time.Millisecond
 // delivered, counting a delivery for each, so that one on its last
 // delivery is dead-lettered unseen. So the consumer stays subscribed and
 // takes them, settling none at the broker, which would free room for
-// more: the broker's last deliveries it parks in the store
-// (consumer.Consumer.Decline) and keeps unacked; the others it keeps
-// unacked. The close gives them all back, costing each the delivery a
-// give-back costs: a parked one is then dead-lettered, a copy of a
-// message its store owns. It stops once its prefetch is full (the queue
-// can send nothing more), once nothing came for lateQuiet, or when the
-// grace period ends.
-func (c *Consumer) settleLate(ctx context.Context, deliveries <-chan amqp.Delivery) {
+// more: the broker's last deliveries it hands to the store
+// (consumer.Consumer.Decline), the others it keeps unacked. It stops once
+// its prefetch is full (the queue can send nothing more), once nothing
+// came for lateQuiet, or when the grace period ends; it then cancels the
+// subscription, so that the queue assigns it nothing more, and acks the
+// deliveries the store took, so that the close gives back only the
+// others (each costing the delivery a give-back costs) and the
+// dead-letter queue gets no copy of a message the store owns.
+func (c *Consumer) settleLate(ctx context.Context, sub *subscription) {
 	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
 	defer cancel()
+	var owned []*delivery // taken by the store: acked before the close
+	defer func() {
+		if len(owned) == 0 || sub.ch.Cancel(sub.tag, false) != nil {
+			return // the close gives them back: copies the queue dead-letters
+		}
+		for _, d := range owned {
+			_ = d.d.Ack(false)
+		}
+	}()
 	quiet := time.NewTimer(lateQuiet)
 	defer quiet.Stop()
 	for kept := 0; kept < c.pre; {
 		select {
-		case d, ok := <-deliveries:
+		case d, ok := <-sub.deliveries:
 			if !ok {
 				return
 			}
 			if dd := (&delivery{d: d, set: &c.set}); dd.Last() {
-				c.Decline(grace, keptDelivery{dd})
+				k := &keptDelivery{delivery: dd}
+				c.Decline(grace, k)
+				if k.owned {
+					owned = append(owned, dd)
+				}
 			}
 			kept++
 			quiet.Reset(lateQuiet)
@@ -50,9 +62,16 @@ func (c *Consumer) settleLate(ctx context.Context, deliveries <-chan amqp.Delive
 	}
 }
 
-// keptDelivery is a delivery whose ack is left to the channel's close: see
-// settleLate.
-type keptDelivery struct{ *delivery }
+// keptDelivery is a delivery whose ack waits for the subscription's
+// cancel: see settleLate.
+type keptDelivery struct {
+	*delivery
+	owned bool // acked by the consumer: the store took the message
+}
 
-// Ack implements consumer.Delivery: it does nothing.
-func (keptDelivery) Ack(context.Context) error { return nil }
+// Ack implements consumer.Delivery: it records that the store took the
+// message.
+func (k *keptDelivery) Ack(context.Context) error {
+	k.owned = true
+	return nil
+}

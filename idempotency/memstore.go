@@ -164,7 +164,7 @@ func (s *MemoryStore) track(r *memRecord) {
 
 // TakeOverStalled implements Store. It looks only at the records that
 // began executing, never at the whole store.
-func (s *MemoryStore) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]Record, error) {
+func (s *MemoryStore) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (s *MemoryStore) TakeOverStalled(ctx context.Context, limit int, lease time
 	defer s.mu.Unlock()
 	var stalled []*memRecord
 	for r := range s.started {
-		if r.rec.LockedUntil.After(now) || !r.rec.ExpiresAt.After(now) {
+		if r.rec.LockedUntil.After(now) || !r.rec.ExpiresAt.After(now) || (caller != "" && r.rec.Caller != caller) {
 			continue
 		}
 		stalled = append(stalled, r)

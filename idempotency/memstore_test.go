@@ -48,7 +48,7 @@ func TestMemoryStoreTakesOverTiesInKeyOrder(t *testing.T) {
 		}
 		mock.Add(2 * time.Minute)
 		for _, want := range []string{"k1", "k2", "k3", "k4"} {
-			got, err := s.TakeOverStalled(ctx, 1, time.Minute)
+			got, err := s.TakeOverStalled(ctx, "", 1, time.Minute)
 			if err != nil || len(got) != 1 || got[0].Key != want {
 				t.Fatalf("took over %v (%v), want %s", got, err, want)
 			}

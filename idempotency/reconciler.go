@@ -59,6 +59,12 @@ type ReconcilerConfig struct {
 	// slog.Default()). The Runner's Observer hears them too
 	// (OutcomeReconciled, OutcomeParked).
 	Logger *slog.Logger
+	// Caller, if set, makes the Reconciler take over only this caller's
+	// stalled executions; a message consumer runs one for its own caller.
+	// The stalled executions of the other callers sharing the store are
+	// left to their own Reconcilers: never taken over, resumed or parked
+	// by this one. "" (the default) takes over those of every caller.
+	Caller string
 }
 
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
@@ -119,7 +125,8 @@ func (rc *Reconciler) Stop() {
 
 // Reconcile makes one pass: it takes over the executions of runner's store
 // that stalled (began executing, saved a recovery point or the started
-// mark, and their lease ran out) and resumes each through the same fenced
+// mark, and their lease ran out), only cfg.Caller's when it is set, and
+// resumes each through the same fenced
 // takeover a client's retry uses: completed steps are skipped, a step that
 // began is called again with its downstream key, and the outcome is stored
 // as if the client had retried, so a client that comes back gets it. An
@@ -222,7 +229,7 @@ func (rc *reconciler) takeOver(ctx context.Context, n int, failures int64) ([]Re
 		return nil, time.Time{}, nil
 	}
 	claimed := rc.runner.clock.Now() // each lease runs from here
-	stalled, err := rc.runner.store.TakeOverStalled(ctx, n, rc.runner.lease)
+	stalled, err := rc.runner.store.TakeOverStalled(ctx, rc.cfg.Caller, n, rc.runner.lease)
 	if err != nil {
 		return nil, claimed, fmt.Errorf("idempotency: take over stalled executions: %w", err)
 	}

@@ -375,6 +375,66 @@ func TestReconcilerParksWhatItCannotResume(t *testing.T) {
 	assert.ErrorIs(t, unknown(), idempotency.ErrLeaseLost)
 }
 
+// A Reconciler given a Caller (a message consumer's, say) takes over only
+// that caller's stalled executions: another service's, sharing the store,
+// for whose work it has nothing registered, is neither parked as not
+// resumable nor taken over (its Attempt unchanged), and its own caller's
+// Reconciler resumes it later.
+func TestReconcilerForOneCallerLeavesTheOthersAlone(t *testing.T) {
+	f := newFleet(t)
+	dep := &dependency{}
+	mine := stall(t, f, idempotency.Request{Caller: "orders", Key: "order-1", Work: "charge", Input: []byte("3 EUR")})
+	theirs := stall(t, f, idempotency.Request{Caller: "billing", Key: "invoice-1", Work: "invoice"})
+	f.clock.Add(testLease + time.Second)
+	before, err := f.store.Get(context.Background(), "billing", "invoice-1")
+	require.NoError(t, err)
+
+	consumer := f.runner()
+	consumer.Register("charge", chargeWork(dep, nil, nil))
+	var log bytes.Buffer
+	cfg := quiet(&log)
+	cfg.Caller = "orders"
+	n, err := idempotency.Reconcile(context.Background(), consumer, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "only the caller's own execution")
+	o := <-f.heard
+	assert.Equal(t, idempotency.OutcomeReconciled, o.Outcome)
+	assert.Equal(t, "order-1", o.Key)
+	assert.NoError(t, o.Err)
+	rec, err := f.store.Get(context.Background(), "orders", "order-1")
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.StateCompleted, rec.State)
+
+	other, err := f.store.Get(context.Background(), "billing", "invoice-1")
+	require.NoError(t, err)
+	assert.Equal(t, idempotency.StateInProgress, other.State)
+	assert.Empty(t, other.Parked, "another caller's execution is not parked")
+	assert.Equal(t, before.Attempt, other.Attempt, "nor taken over")
+	assert.Equal(t, before.LockedUntil, other.LockedUntil)
+	parked, err := f.store.ListParked(context.Background(), "", "", 0)
+	require.NoError(t, err)
+	assert.Empty(t, parked)
+	assert.Empty(t, f.heard, "nothing else was resumed or parked")
+	assert.NotContains(t, log.String(), "invoice-1")
+	n, err = idempotency.Reconcile(context.Background(), consumer, cfg)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a second pass leaves it alone too")
+
+	// Its own service's Reconciler resumes it.
+	billing := f.runner()
+	billing.Register("invoice", func(context.Context, *idempotency.Execution) ([]byte, error) { return []byte("invoiced"), nil })
+	cfg.Caller = "billing"
+	n, err = idempotency.Reconcile(context.Background(), billing, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	o = <-f.heard
+	assert.Equal(t, idempotency.OutcomeReconciled, o.Outcome)
+	assert.Equal(t, "invoice-1", o.Key)
+	assert.Equal(t, before.Attempt+1, o.Attempt)
+	assert.ErrorIs(t, mine(), idempotency.ErrLeaseLost)
+	assert.ErrorIs(t, theirs(), idempotency.ErrLeaseLost)
+}
+
 // Behind the Middleware with WithResume, a stalled request is served again
 // to the same handler chain of another instance, as the same caller with
 // the same key, without its credentials; the stored response is what the

@@ -48,7 +48,7 @@ func TestStartedAtClaimMarksTheClaim(t *testing.T) {
 
 	// The failed execution is not released: its key waits for a Reconciler.
 	clk.Add(time.Second)
-	stalled, err := mem.TakeOverStalled(context.Background(), 0, time.Minute)
+	stalled, err := mem.TakeOverStalled(context.Background(), "", 0, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, stalled, 1)
 	assert.Equal(t, "m1", stalled[0].Key)

@@ -194,10 +194,13 @@ type Store interface {
 	// live in-progress records whose lease has run out, that began executing
 	// (RecoveryPoint is not ""), and that are not parked, each with its
 	// Attempt incremented and a new lease of lease, atomically per record.
-	// Those whose lease ran out first come first. Safe to run from many
-	// instances at once: no record is returned to two of them for one lease,
-	// and a record locked by another's takeover is skipped, not waited for.
-	TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]Record, error)
+	// Those whose lease ran out first come first. With a caller other than
+	// "", only that caller's records are taken over (and counted against
+	// limit), and the records of every other caller are left as they are;
+	// "" takes over those of every caller. Safe to run from many instances
+	// at once: no record is returned to two of them for one lease, and a
+	// record locked by another's takeover is skipped, not waited for.
+	TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]Record, error)
 	// Park marks the in-progress record owned by f as given up with reason
 	// (Record.Parked) and ends its lease, so TakeOverStalled skips it and the
 	// next claim takes it over at once. ErrLeaseLost when the fence no longer

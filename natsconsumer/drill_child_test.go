@@ -96,6 +96,6 @@ func drillChild(schema, stream, depURL string) int {
 func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget) consumer.Config {
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
-		StopGrace: drillGrace, Logger: quiet(),
+		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: quiet(),
 	}
 }

@@ -76,6 +76,12 @@ type Config struct {
 	// DefaultBatchWait); a batch is committed as soon as all its messages
 	// ran, without waiting. See the package documentation.
 	BatchWait time.Duration
+	// ReconcileInterval is how often the consumer's own Reconciler looks
+	// for the stalled executions of its caller (default
+	// idempotency.DefaultReconcileInterval): those of a consumer that
+	// died, and the broker's last deliveries a stopping consumer handed to
+	// the store. See the package documentation.
+	ReconcileInterval time.Duration
 	// Clock times keep-alives, holds, backoffs and the stop's grace period
 	// (default the system clock).
 	Clock clock.Clock
@@ -114,6 +120,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchWait <= 0 {
 		c.BatchWait = DefaultBatchWait
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = idempotency.DefaultReconcileInterval
 	}
 	if c.Clock == nil {
 		c.Clock = clock.New()

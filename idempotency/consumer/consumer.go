@@ -79,10 +79,11 @@ func (c *Consumer) Run(ctx context.Context, src Source) error {
 	c.mu.Unlock()
 	grace, endGrace := afterGrace(ctx, c.cfg.Clock, c.cfg.StopGrace)
 	defer endGrace()
-	var wg sync.WaitGroup
+	var wg, reconciling sync.WaitGroup
+	reconciling.Go(func() { c.reconcile(ctx) })
 	err := c.fetch(ctx, grace, src, &wg)
 	cancel()
-	c.drain(grace, &wg)
+	c.drain(grace, &wg, &reconciling)
 	return err
 }
 
@@ -130,11 +131,13 @@ func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGr
 	}
 }
 
-// drain waits for the handlings on wg to end, until grace ends.
-func (c *Consumer) drain(grace context.Context, wg *sync.WaitGroup) {
+// drain waits for the handlings on wg and the reconciling to end, until
+// grace ends.
+func (c *Consumer) drain(grace context.Context, wg, reconciling *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
+		reconciling.Wait()
 		close(done)
 	}()
 	select {

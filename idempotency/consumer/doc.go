@@ -78,30 +78,47 @@
 // (idempotency.Request.StartedAtClaim), so that if the consumer dies at
 // any moment after the claim (right after it, mid-handler, or after the
 // effect before the outcome), a Reconciler running the consumer's
-// registered work finishes the execution from the stored message, or
-// parks it. A store failure making the claim holds the delivery, without
-// running the handler. Without a Reconciler such an execution waits for
-// RetryParked or a later delivery of the message.
+// registered work finishes the execution from the stored message. A store
+// failure making the claim holds the delivery, without running the
+// handler.
+//
+// # The consumer's own Reconciler
+//
+// Run runs a Reconciler of its own (idempotency.Reconcile, scoped to the
+// consumer's caller, every Config.ReconcileInterval, skipped while a
+// dependency is down): nothing beside the consumer needs starting. It
+// finishes the executions of the consumer's caller that stalled (their
+// lease ran out): the broker's last deliveries of a consumer that died or
+// stopped, and any execution whose consumer died after a step began. A
+// stalled execution waits out its lease (Runner's WithLease, one minute
+// by default) and then at most one interval. A resumed run that fails
+// permanently parks the message; one that fails otherwise is tried again
+// on a later pass (a record's attempt count says nothing here: the
+// consumer's own runs of a held delivery count too). Any number of
+// consumers of one caller may run at once: the store gives each stalled
+// execution to one of them.
 //
 // # Stopping
 //
 // When Run stops (its context ended, its Source failed), it fetches no
 // more and settles at once the deliveries it holds between runs (through
 // an outage, on a store failure, for a backoff): those the broker will
-// deliver again are given back (Nak), and its last ones are parked in the
-// store with the message and acked there once the store has them (never
-// given back); RetryParked runs them later. It then waits up to
-// Config.StopGrace (default DefaultStopGrace) for the handlers that run,
-// and settles their deliveries the same way. A handler still running when
-// the grace period ends goes on without Run, its lease renewed until it
-// returns; if the process exits meanwhile, its delivery comes back from
-// the broker, or, on a last delivery, from the store through a
-// Reconciler. A last delivery the store cannot take within the grace
-// period (the store is down) is terminated, with the reason logged. A
-// stop so takes as long as the slowest running handler, at most
-// Config.StopGrace and the moment it takes to settle what the consumer
-// holds. A service stops its consumer by cancelling Run's context on
-// SIGTERM (signal.NotifyContext).
+// deliver again are given back (Nak), and its last ones are handed to the
+// store: claimed with the message and marked started, their lease cut
+// short, then acked (never given back, never parked). The Reconciler of
+// the next consumer to run (another instance, or this one restarted)
+// finishes them within one ReconcileInterval: a rolling restart needs no
+// operator. Run then waits up to Config.StopGrace (default
+// DefaultStopGrace) for the handlers that run, and settles their
+// deliveries the same way. A handler still running when the grace period
+// ends goes on without Run, its lease renewed until it returns; if the
+// process exits meanwhile, its delivery comes back from the broker, or,
+// on a last delivery, from the store through a Reconciler. A last
+// delivery the store cannot take within the grace period (the store is
+// down) is terminated, with the reason logged. A stop so takes as long as
+// the slowest running handler, at most Config.StopGrace and the moment it
+// takes to settle what the consumer holds. A service stops its consumer
+// by cancelling Run's context on SIGTERM (signal.NotifyContext).
 //
 // # Outages
 //
@@ -127,8 +144,8 @@
 // returned) takes the registration over (see New). ListParked lists the consumer's parked messages with their
 // reasons; RetryParked runs one again now, from the stored message,
 // without a broker delivery (Message.Delivery is 0), once its cause is
-// mended. A Reconciler resumes the consumer's stalled executions the same
-// way. A failure of such a run parks the message again.
+// mended; a permanent failure of such a run parks the message again. The
+// consumer's Reconciler resumes its stalled executions the same way.
 //
 // # Observing
 //

@@ -141,7 +141,7 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idemp
 		// It will fail so on every run: park it with the reason, so the
 		// store keeps the message for RetryParked, then settle it as a
 		// parked one. Held while the store cannot take it.
-		switch owned, perr := c.inbox(ctx, req, err); owned {
+		switch owned, perr := c.inbox(ctx, req, idempotency.Park(err)); owned {
 		case OutcomeParked:
 			c.settled(ctx, OutcomeParked, m, err)
 			c.term(ctx, d, err, log)

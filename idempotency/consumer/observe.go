@@ -18,9 +18,9 @@ const (
 	// OutcomeReplayed: the message had completed before (a duplicate):
 	// acked without running.
 	OutcomeReplayed Outcome = "replayed"
-	// OutcomeInProgress: another execution held the key: given back, or,
-	// the broker's last delivery held by a stopping consumer, acked since
-	// the store owns the message (a Reconciler resumes it if it stalls).
+	// OutcomeInProgress: another execution held the key: given back; or
+	// the broker's last delivery held by a stopping consumer, handed to
+	// the store and acked (a Reconciler finishes it).
 	OutcomeInProgress Outcome = "in_progress"
 	// OutcomeRetried: the handler failed transiently; given back to be
 	// delivered again after a backoff.
@@ -32,8 +32,7 @@ const (
 	// store failure, on the broker's last delivery), to run again here.
 	OutcomeHeld Outcome = "held"
 	// OutcomeParked: parked in the store with its reason (ListParked,
-	// RetryParked): terminated after a failure, or, the broker's last
-	// delivery held by a stopping consumer, acked once the store had it.
+	// RetryParked), then terminated: a failure for a reason.
 	OutcomeParked Outcome = "parked"
 	// OutcomeTerminated: terminated (dead-lettered) without being parked:
 	// rejected by the handler, its id reused with another body, or a last

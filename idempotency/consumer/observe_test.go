@@ -122,7 +122,8 @@ func TestObserverHearsDeliveriesHandlersAndFetches(t *testing.T) {
 }
 
 // A stopping consumer's observer hears the deliveries it gives back and
-// the last ones it parks, and a held delivery is heard as held first.
+// the last ones it hands to the store, and a held delivery is heard as
+// held first.
 func TestObserverHearsAStopsDeliveries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var heard events
@@ -145,6 +146,6 @@ func TestObserverHearsAStopsDeliveries(t *testing.T) {
 			outcomes[ev.Key] = append(outcomes[ev.Key], ev.Outcome)
 		}
 		assert.Equal(t, []consumer.Outcome{consumer.OutcomeHeld, consumer.OutcomeGivenBack}, outcomes["ordinary"])
-		assert.Equal(t, []consumer.Outcome{consumer.OutcomeHeld, consumer.OutcomeParked}, outcomes["last"])
+		assert.Equal(t, []consumer.Outcome{consumer.OutcomeHeld, consumer.OutcomeInProgress}, outcomes["last"])
 	})
 }

@@ -37,7 +37,9 @@ func (c *Consumer) RetryParked(ctx context.Context, key string) error {
 
 // resume is the consumer's registered Work: it runs a message again from
 // its stored copy, for RetryParked and a Reconciler. Without a delivery to
-// give back, every failure parks the message.
+// give back, a permanent failure parks the message; any other leaves it
+// to the next pass of a Reconciler, which parks it once its record has had
+// ReconcilerConfig.MaxAttempts executions.
 func (c *Consumer) resume(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
 	m, err := decodeInput(e.Key(), e.Input())
 	if err != nil {
@@ -52,6 +54,11 @@ func (c *Consumer) resume(ctx context.Context, e *idempotency.Execution) ([]byte
 		return nil, nil
 	case errors.Is(err, idempotency.ErrAborted), errors.Is(err, idempotency.ErrLeaseLost), errors.Is(err, idempotency.ErrParked):
 		return nil, err
+	case permanent(err), errors.Is(err, idempotency.ErrRejected):
+		// A rejection would free the key, and no broker delivers it again.
+		return nil, idempotency.Park(err)
+	case dependencyDown(err):
+		c.outage.report()
 	}
-	return nil, idempotency.Park(err)
+	return nil, err
 }

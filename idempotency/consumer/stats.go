@@ -19,10 +19,13 @@ type Stats struct {
 	// Held counts the times a delivery was held instead of given back:
 	// through an outage or a store failure, or on its last delivery.
 	Held uint64
-	// Parked counts the messages parked: terminated after a failure, or,
-	// for the broker's last deliveries that a stopping consumer held,
-	// acked once the store had them.
+	// Parked counts the messages parked for a reason (see the package
+	// documentation), then terminated: they wait for RetryParked.
 	Parked uint64
+	// HandedOver counts the broker's last deliveries that a stopping
+	// consumer held unhandled and handed to the store (claimed with the
+	// message, marked started), then acked: a Reconciler finishes them.
+	HandedOver uint64
 	// Terminated counts the messages terminated (dead-lettered), the
 	// parked ones included.
 	Terminated uint64
@@ -36,7 +39,7 @@ type Stats struct {
 }
 
 type counters struct {
-	executed, duplicates, inProgress, retried, held, parked, terminated, outages atomic.Uint64
+	executed, duplicates, inProgress, retried, held, parked, handedOver, terminated, outages atomic.Uint64
 }
 
 // Stats returns the consumer's counts.
@@ -44,7 +47,7 @@ func (c *Consumer) Stats() Stats {
 	s := &c.stats
 	return Stats{
 		Executed: s.executed.Load(), Duplicates: s.duplicates.Load(), InProgress: s.inProgress.Load(),
-		Retried: s.retried.Load(), Held: s.held.Load(), Parked: s.parked.Load(),
+		Retried: s.retried.Load(), Held: s.held.Load(), Parked: s.parked.Load(), HandedOver: s.handedOver.Load(),
 		Terminated: s.terminated.Load(), Outages: s.outages.Load(),
 	}
 }

@@ -16,10 +16,11 @@ import (
 // Decline settles a delivery that the consumer took from its broker but
 // will not handle, as a stopping consumer settles those it holds: one the
 // broker will deliver again is given back at once; the broker's last one
-// is handed to the store (parked with the message, for RetryParked) and
-// then acked, or terminated if the store cannot take it before ctx ends.
-// An adapter calls it for the deliveries its client received after Run
-// stopped fetching.
+// is handed to the store (claimed with the message and marked started,
+// for the Reconciler of whichever consumer runs next) and then acked, or
+// terminated if the store cannot take it before ctx ends. An adapter
+// calls it for the deliveries its client received after Run stopped
+// fetching.
 func (c *Consumer) Decline(ctx context.Context, d Delivery) {
 	m, err := d.Message()
 	if err != nil {
@@ -30,9 +31,15 @@ func (c *Consumer) Decline(ctx context.Context, d Delivery) {
 	c.stopped(ctx, d, m, c.request(m, d.Last()))
 }
 
+// errHandedOver is the error of a stopping consumer's run of the broker's
+// last delivery: the run claimed the message (stored with its execution
+// and marked started) and left it, its lease cut short, to a Reconciler.
+var errHandedOver = errors.New("consumer: stopped before the broker's last delivery was handled; left to the Reconciler")
+
 // stopped settles d, which the consumer holds as it stops: a delivery the
 // broker will make again is given back at once; the broker's last one is
-// handed to the store (inbox) and then acked. grace bounds the handing.
+// handed to the store (inbox), where the next Reconciler's pass finishes
+// it, and then acked. grace bounds the handing.
 func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req idempotency.Request) {
 	if !d.Last() {
 		_ = d.Nak(context.WithoutCancel(grace), 0)
@@ -40,10 +47,9 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 		return
 	}
 	log := c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
-	reason := fmt.Errorf("the consumer stopped before the broker's last delivery (%d) was handled", m.Delivery)
 	bg := context.WithoutCancel(grace)
 	for attempt := 1; ; attempt++ {
-		owned, err := c.inbox(grace, req, reason)
+		owned, err := c.inbox(grace, req, errHandedOver)
 		switch {
 		case owned != "":
 			c.settled(bg, owned, m, err)
@@ -59,7 +65,7 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 		}
 		if !c.wait(grace, c.cfg.Backoff.Delay(attempt, 0, rand.Float64())) {
 			log.Error("consumer: stopping, and the store cannot take the broker's last delivery; terminating it", slog.Any("error", err))
-			err = fmt.Errorf("%w (and the store could not take it: %w)", reason, err)
+			err = fmt.Errorf("the consumer stopped before the broker's last delivery (%d) was handled, and the store could not take it: %w", m.Delivery, err)
 			c.settled(bg, OutcomeTerminated, m, err)
 			c.term(bg, d, err, func() *slog.Logger { return log })
 			return
@@ -68,21 +74,28 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 }
 
 // inbox hands the message of req to the store without running it: its
-// execution is parked with reason (ListParked, RetryParked), unless the
-// store already owns it. It reports whether the store owns it, as the
-// delivery's outcome ("" when it does not): completed (OutcomeReplayed),
-// parked (OutcomeParked), or held by an execution that a Reconciler
-// resumes if it stalls (OutcomeInProgress).
-func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason error) (Outcome, error) {
+// execution is claimed and left with leave, the error of a work that did
+// not run the handler: idempotency.Park(reason) parks it (ListParked,
+// RetryParked), errHandedOver leaves it in progress, marked started at
+// its claim (the broker's last delivery), for a Reconciler. It reports
+// whether the store owns the message, as the delivery's outcome ("" when
+// it does not): completed (OutcomeReplayed), parked (OutcomeParked), or
+// held by an execution that a Reconciler resumes if it stalls
+// (OutcomeInProgress).
+func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, leave error) (Outcome, error) {
 	for tries := 1; ; tries++ {
 		_, err := c.cfg.Runner.Do(ctx, req, func(context.Context, *idempotency.Execution) ([]byte, error) {
-			return nil, idempotency.Park(reason)
+			return nil, leave
 		})
 		var ip *idempotency.InProgressError
 		switch {
 		case errors.Is(err, idempotency.ErrParked):
 			c.stats.parked.Add(1)
 			return OutcomeParked, nil
+		case errors.Is(err, errHandedOver) && req.StartedAtClaim:
+			// The claim marked it started: abandoned, its lease cut short.
+			c.stats.handedOver.Add(1)
+			return OutcomeInProgress, nil
 		case err == nil:
 			// Completed before: this delivery is a duplicate.
 			c.stats.duplicates.Add(1)
@@ -94,7 +107,7 @@ func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, reason er
 			}
 			if abandoned(c.cfg.Clock, rec) && tries < abandonedTries && c.wait(ctx, abandonedWait) {
 				// This consumer's own last run failed a moment ago and
-				// left the key to be taken over at once: park it.
+				// left the key to be taken over at once: take it.
 				continue
 			}
 			switch {

@@ -23,21 +23,23 @@ import (
 var errDown = fmt.Errorf("the warehouse: %w", retry.ErrDependencyDown)
 
 // A consumer stopped during an outage gives back the deliveries the
-// broker will make again and parks its last ones (stored with the
-// message, then acked, never given back); RetryParked runs them later,
-// once.
-func TestStopParksLastDeliveries(t *testing.T) {
+// broker will make again and hands its last ones to the store (claimed
+// with the message and marked started, then acked, never given back, and
+// never parked): the next consumer's own Reconciler finishes them within
+// one interval, once, without an operator.
+func TestStopHandsLastDeliveriesToTheNextConsumer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runner := idempotency.NewRunner(nil)
 		var up atomic.Bool
 		var effects atomic.Int32
-		c := newConsumer(t, runner, func(context.Context, *consumer.Message) error {
+		handler := func(context.Context, *consumer.Message) error {
 			if !up.Load() {
 				return errDown
 			}
 			effects.Add(1)
 			return nil
-		})
+		}
+		c := newConsumer(t, runner, handler)
 		last, notLast := newDelivery("last", 5, true), newDelivery("again", 2, false)
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -49,17 +51,32 @@ func TestStopParksLastDeliveries(t *testing.T) {
 		require.ErrorIs(t, <-errc, context.Canceled)
 		assert.Equal(t, "ack", last.settled, "the store owns it")
 		assert.Equal(t, "nak", notLast.settled)
-		assert.Equal(t, uint64(1), c.Stats().Parked)
+		assert.Equal(t, uint64(1), c.Stats().HandedOver)
+		assert.Zero(t, c.Stats().Parked)
 		parked, err := c.ListParked(context.Background(), "", 0)
 		require.NoError(t, err)
-		require.Len(t, parked, 1)
-		assert.Equal(t, "last", parked[0].Key)
-		assert.Contains(t, parked[0].Parked, "stopped before the broker's last delivery (5)")
+		assert.Empty(t, parked, "nothing waits for an operator")
+		rec, err := runner.Store().Get(context.Background(), "ship", "last")
+		require.NoError(t, err)
+		assert.NotEmpty(t, rec.RecoveryPoint, "marked started: a Reconciler's")
 
+		// The next consumer (a rolling restart), its dependency up: its
+		// Reconciler runs the message within one interval.
 		up.Store(true)
-		require.NoError(t, c.RetryParked(context.Background(), "last"))
+		next := newConsumer(t, runner, handler)
+		ctx, cancel = context.WithCancel(context.Background())
+		go func() { errc <- next.Run(ctx, &source{}) }()
+		time.Sleep(idempotency.DefaultReconcileInterval)
+		synctest.Wait()
+		assert.Equal(t, int32(1), effects.Load())
+		rec, err = runner.Store().Get(context.Background(), "ship", "last")
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.StateCompleted, rec.State)
+		cancel()
+		require.ErrorIs(t, <-errc, context.Canceled)
+
 		again := newDelivery("last", 1, false) // a duplicate
-		run(t, c, again)
+		run(t, next, again)
 		assert.Equal(t, "ack", again.settled)
 		assert.Equal(t, int32(1), effects.Load())
 	})

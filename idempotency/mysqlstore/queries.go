@@ -103,9 +103,10 @@ func buildQueries(prefix string) queries {
 		// Arguments: reason, shift, then the fence's.
 		park: "UPDATE @keys SET parked = ?, locked_until = @now WHERE @fenced",
 		// Stalled executions, oldest lease first, locked; rows another
-		// transaction holds are skipped. Arguments: shift x3, limit.
+		// transaction holds are skipped. Arguments: shift x3, the caller
+		// twice (NULL: every caller), limit.
 		stalledRead: "SELECT @now, id, @cols FROM @keys WHERE stalled_at <= @now AND expires_at > @now " +
-			"ORDER BY stalled_at LIMIT ? FOR UPDATE SKIP LOCKED",
+			"AND (? IS NULL OR caller = ?) ORDER BY stalled_at LIMIT ? FOR UPDATE SKIP LOCKED",
 		// The earliest expired rows, read without a lock. Arguments: shift,
 		// limit.
 		deleteRead: "SELECT id FROM @keys WHERE expires_at <= @now ORDER BY expires_at LIMIT ?",

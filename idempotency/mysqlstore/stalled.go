@@ -16,24 +16,29 @@ import (
 const defaultStalledLimit = 1000
 
 // TakeOverStalled takes over up to limit stalled executions (those that
-// began, whose lease ran out, not parked; limit <= 0: 1,000) in one READ
-// COMMITTED transaction: a locking read of the oldest leases first through
-// an index of the executing rows, skipping rows another transaction holds
-// (another instance's takeover, a claim, a completion), then one UPDATE of
-// the rows it locked. Instances running it at once share the work, and none
+// began, whose lease ran out, not parked; only caller's unless caller is
+// ""; limit <= 0: 1,000) in one READ COMMITTED transaction: a locking
+// read of the oldest leases first through an index of the executing rows,
+// skipping rows another transaction holds (another instance's takeover, a
+// claim, a completion), then one UPDATE of the rows it locked. The rows of
+// other callers are never changed. Instances running it at once share the work, and none
 // waits for another's locks. Each record comes back with its Attempt
 // incremented and a lease of lease from the database clock.
-func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]idempotency.Record, error) {
+func (s *Store) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
 		return nil, idempotency.Permanent(fmt.Errorf("mysqlstore: take over stalled: lease %v must be positive", lease))
 	}
 	if limit <= 0 {
 		limit = defaultStalledLimit
 	}
+	var only any // NULL: every caller
+	if caller != "" {
+		only = []byte(caller)
+	}
 	var taken []idempotency.Record
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		taken = taken[:0]
-		rows, err := tx.QueryContext(ctx, s.q.stalledRead, s.shiftArg(), s.shiftArg(), s.shiftArg(), limit)
+		rows, err := tx.QueryContext(ctx, s.q.stalledRead, s.shiftArg(), s.shiftArg(), s.shiftArg(), only, only, limit)
 		if err != nil {
 			return err
 		}

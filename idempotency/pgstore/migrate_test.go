@@ -191,7 +191,7 @@ func TestMigrateUpgradesToKeyHash(t *testing.T) {
 
 	// The reconciler's columns and index are there, and an execution that
 	// stalled before the upgrade is found.
-	stalled, err := s.TakeOverStalled(ctx, 0, time.Minute)
+	stalled, err := s.TakeOverStalled(ctx, "", 0, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, stalled, 1)
 	assert.Equal(t, "stalled", stalled[0].Key)

@@ -133,13 +133,15 @@ WHERE k.key_hash = d.key_hash`),
 		// under its row lock, and rows another takeover (or a claim) holds
 		// are skipped, not waited for. A row changed since the statement's
 		// snapshot is checked again once locked, so a row just taken over
-		// elsewhere, whose lease is live again, is left alone.
+		// elsewhere, whose lease is live again, is left alone. $4 is the
+		// only caller whose rows are taken over (NULL: every caller).
 		takeOverStalled: r.Replace(`UPDATE __SCHEMA__.idempotency_keys k
 SET attempt = k.attempt + 1, locked_until = @now3 + $2::bigint * interval '1 microsecond', parked = NULL
 FROM (
 	SELECT key_hash FROM __SCHEMA__.idempotency_keys
 	WHERE status = 1 AND recovery_point <> '' AND parked IS NULL
 		AND locked_until < @now3 AND expires_at > @now3
+		AND ($4::bytea IS NULL OR caller = $4)
 	ORDER BY locked_until
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED

@@ -15,22 +15,27 @@ import (
 const defaultStalledLimit = 1000
 
 // TakeOverStalled takes over up to limit stalled executions (those that
-// began, whose lease ran out, not parked; limit <= 0: 1,000) in one
-// statement, oldest lease first, skipping rows another instance's takeover
-// or a claim holds: instances running it at once share the work, and none
-// waits for another's locks. Each record comes back with its Attempt
+// began, whose lease ran out, not parked; only caller's unless caller is
+// ""; limit <= 0: 1,000) in one statement, oldest lease first, skipping
+// rows another instance's takeover or a claim holds: instances running it
+// at once share the work, and none waits for another's locks. The rows of
+// other callers are neither locked nor changed. Each record comes back with its Attempt
 // incremented and a lease of lease from the database clock.
 //
 // The statement runs in a transaction that commits only once its rows were
 // read in full: when reading them fails (a connection lost halfway), no
 // execution is taken over, and none loses an attempt to a takeover nobody
 // holds.
-func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]idempotency.Record, error) {
+func (s *Store) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
 		return nil, idempotency.Permanent(fmt.Errorf("pgstore: take over stalled: lease %v must be positive", lease))
 	}
 	if limit <= 0 {
 		limit = defaultStalledLimit
+	}
+	var only []byte // NULL: every caller
+	if caller != "" {
+		only = []byte(caller)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -38,7 +43,7 @@ func (s *Store) TakeOverStalled(ctx context.Context, limit int, lease time.Durat
 	}
 	// After Commit, Rollback does nothing.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, err := tx.Query(ctx, s.q.takeOverStalled, limit, lease.Microseconds(), s.now())
+	rows, err := tx.Query(ctx, s.q.takeOverStalled, limit, lease.Microseconds(), s.now(), only)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: take over stalled: %w", classify(err))
 	}

@@ -118,7 +118,7 @@ func TestTakeOverStalledTakesNothingWhenItsRowsCannotBeRead(t *testing.T) {
 
 	cutting, cut := newCuttingStore(t, schema, shift)
 	cut()
-	recs, err := cutting.TakeOverStalled(ctx, 0, time.Minute)
+	recs, err := cutting.TakeOverStalled(ctx, "", 0, time.Minute)
 	require.Error(t, err)
 	assert.Empty(t, recs)
 
@@ -146,7 +146,7 @@ func TestTakeOverStalledTakesNothingWhenItsRowsCannotBeRead(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(ctx))
 
-	recs, err = s.TakeOverStalled(ctx, 0, time.Minute)
+	recs, err = s.TakeOverStalled(ctx, "", 0, time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, recs, stalled, "every one is still stalled")
 	for _, r := range recs {

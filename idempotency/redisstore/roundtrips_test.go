@@ -74,7 +74,7 @@ func TestRoundTrips(t *testing.T) {
 		got["get"] = measure(func() { _, err := s.Get(ctx, "alice", key); require.NoError(t, err) })
 		r2 := mustClaim(t, s, claimReq(key+"-rejected"), idempotency.ClaimCreated)
 		got["release"] = measure(func() { require.NoError(t, s.Release(ctx, r2.Fence())) })
-		got["take over stalled, none stalled"] = measure(func() { _, err := s.TakeOverStalled(ctx, 0, time.Minute); require.NoError(t, err) })
+		got["take over stalled, none stalled"] = measure(func() { _, err := s.TakeOverStalled(ctx, "", 0, time.Minute); require.NoError(t, err) })
 		got["list parked, none parked"] = measure(func() { _, err := s.ListParked(ctx, "", "", 0); require.NoError(t, err) })
 		return got
 	}

@@ -258,20 +258,60 @@ const dueScript = prelude + `
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_us()), 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
 `
 
+// dueOfScript lists the stalled records of the caller ARGV[3] in the
+// stalled set KEYS[1], lowest score first, with their scores: it reads the
+// set by rank from ARGV[5], up to ARGV[6] members (those whose score is
+// after now end it), and the caller of each member's record (the key
+// ARGV[4] .. id, of the same shard), and stops once it found ARGV[2].
+// ARGV: shift, limit, caller, record key prefix, rank, members to read.
+// Returns the rank to go on from (-1: no due member is left to read), the
+// score of the last member read (empty for none), then id, score of each
+// record found.
+const dueOfScript = prelude + `
+local now = now_us()
+local limit, caller, prefix = tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local rank = tonumber(ARGV[5])
+local stop = rank + tonumber(ARGV[6])
+local out = {'-1', ''}
+while rank < stop do
+	local page = redis.call('ZRANGE', KEYS[1], rank, math.min(rank + 100, stop) - 1, 'WITHSCORES')
+	if #page == 0 then return out end
+	for i = 1, #page, 2 do
+		if tonumber(page[i + 1]) > now then return out end
+		out[2] = page[i + 1]
+		rank = rank + 1
+		if redis.call('HGET', prefix .. page[i], 'c') == caller then
+			out[#out + 1] = page[i]
+			out[#out + 1] = page[i + 1]
+			if (#out - 2) / 2 >= limit then
+				out[1] = fmt(rank)
+				return out
+			end
+		end
+	end
+end
+out[1] = fmt(rank)
+return out
+`
+
 // takeOverScript takes over the stalled records among KEYS[4...] (their ids
-// in ARGV[3...]), each only if it still is stalled: live, in progress, begun,
-// not parked, its lease run out. Records gone or not stalled are dropped from
-// the stalled set (KEYS[1]) when they no longer belong in it.
-// KEYS: stalled, exp, parked, records... ARGV: shift, lease, ids...
+// in ARGV[4...]), each only if it still is stalled: live, in progress, begun,
+// not parked, its lease run out, and of the caller ARGV[3] unless that is
+// empty. Records gone or not stalled are dropped from the stalled set (KEYS[1])
+// when they no longer belong in it; a record of another caller is left as
+// it is.
+// KEYS: stalled, exp, parked, records... ARGV: shift, lease, caller, ids...
 // Returns the records taken over, one after another.
 const takeOverScript = prelude + `
 local now = now_us()
 local out = {}
 for i = 4, #KEYS do
-	local id = ARGV[i - 1]
+	local id = ARGV[i]
 	local v = load(KEYS[i])
 	if not v then
 		redis.call('ZREM', KEYS[1], id)
+	elseif ARGV[3] ~= '' and v[C] ~= ARGV[3] then
+		-- another caller's: not ours to take over
 	elseif tonumber(v[EX]) <= now then
 		-- expired: the sweeper removes it
 		redis.call('ZREM', KEYS[1], id)
@@ -333,6 +373,7 @@ var (
 	releaseUnstartedLua = redis.NewScript(releaseUnstartedScript)
 	parkLua             = redis.NewScript(parkScript)
 	dueLua              = redis.NewScript(dueScript)
+	dueOfLua            = redis.NewScript(dueOfScript)
 	takeOverLua         = redis.NewScript(takeOverScript)
 	deleteLua           = redis.NewScript(deleteScript)
 	parkedLua           = redis.NewScript(parkedScript)

@@ -23,6 +23,9 @@ type Store struct {
 	prefix string
 	shards []shardKeys
 	shift  *TimeShift
+	// stalledScan is how many members of a shard's stalled set one call
+	// of dueOfScript reads at most (defaultStalledScan; tests lower it).
+	stalledScan int
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -47,7 +50,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	case c.shards < 1 || c.shards > MaxShards:
 		return nil, fmt.Errorf("redisstore: %d shards; want 1 to %d", c.shards, MaxShards)
 	}
-	s := &Store{rdb: rdb, prefix: c.prefix, shift: c.shift}
+	s := &Store{rdb: rdb, prefix: c.prefix, shift: c.shift, stalledScan: defaultStalledScan}
 	for i := range c.shards {
 		s.shards = append(s.shards, newShardKeys(c.prefix, i))
 	}

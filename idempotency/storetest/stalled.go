@@ -10,15 +10,26 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 )
 
-// takeOverStalled calls TakeOverStalled and returns the records by key.
+// takeOverStalled calls TakeOverStalled for every caller and returns the
+// records by key.
 func takeOverStalled(t *testing.T, s idempotency.Store, limit int) map[string]idempotency.Record {
 	t.Helper()
-	recs, err := s.TakeOverStalled(context.Background(), limit, lease)
+	return takeOverStalledOf(t, s, "", limit)
+}
+
+// takeOverStalledOf calls TakeOverStalled for caller and returns the
+// records by key, checking that each is caller's.
+func takeOverStalledOf(t *testing.T, s idempotency.Store, caller string, limit int) map[string]idempotency.Record {
+	t.Helper()
+	recs, err := s.TakeOverStalled(context.Background(), caller, limit, lease)
 	noErr(t, "TakeOverStalled", err)
 	byKey := make(map[string]idempotency.Record, len(recs))
 	for _, r := range recs {
 		if _, dup := byKey[r.Key]; dup {
 			t.Fatalf("TakeOverStalled returned %s twice", short(r.Key))
+		}
+		if caller != "" && r.Caller != caller {
+			t.Fatalf("TakeOverStalled(%s) took %s of caller %s", short(caller), short(r.Key), short(r.Caller))
 		}
 		byKey[r.Key] = r
 	}
@@ -104,6 +115,55 @@ func testTakeOverStalledLimit(t *testing.T, h Harness) {
 	}
 }
 
+// TakeOverStalled for one caller takes over only that caller's stalled
+// executions, oldest lease first, and counts only them against its limit;
+// another caller's, even older, keeps its Attempt and lease and stays
+// stalled, for a call with its caller or with "" (every caller).
+func testTakeOverStalledCaller(t *testing.T, h Harness) {
+	ctx := context.Background()
+	started := func(caller, key string) idempotency.Record {
+		r := claim(t, h.Store, claimReq(caller, key, "fp"), idempotency.ClaimCreated)
+		noErr(t, "SaveRecoveryPoint", h.Store.SaveRecoveryPoint(ctx, fence(r), "started", nil, lease))
+		h.Advance(slack)
+		return get(t, h.Store, caller, key)
+	}
+	bob := started("bob", "b0") // the oldest lease
+	started("alice", "a0")
+	started("alice", "a1")
+	h.Advance(lease + slack)
+
+	unchanged := func(when string) {
+		t.Helper()
+		if r := get(t, h.Store, "bob", "b0"); r.Attempt != bob.Attempt || !r.LockedUntil.Equal(bob.LockedUntil) || r.Parked != "" {
+			t.Fatalf("%s, bob's record is at Attempt %d, locked until %v (was %d, %v), parked %q",
+				when, r.Attempt, r.LockedUntil, bob.Attempt, bob.LockedUntil, r.Parked)
+		}
+	}
+	first := takeOverStalledOf(t, h.Store, "alice", 1)
+	if r, ok := first["a0"]; len(first) != 1 || !ok || r.Attempt != 2 {
+		t.Fatalf("TakeOverStalled(alice, 1) took %v, want a0 at Attempt 2", keys(first))
+	}
+	unchanged("after TakeOverStalled(alice, 1)")
+	rest := takeOverStalledOf(t, h.Store, "alice", 0)
+	if _, ok := rest["a1"]; len(rest) != 1 || !ok {
+		t.Fatalf("the next TakeOverStalled(alice) took %v, want a1", keys(rest))
+	}
+	if got := takeOverStalledOf(t, h.Store, "alice", 0); len(got) != 0 {
+		t.Fatalf("TakeOverStalled(alice) took %v within the leases of its takeovers", keys(got))
+	}
+	if got := takeOverStalledOf(t, h.Store, "carol", 0); len(got) != 0 {
+		t.Fatalf("TakeOverStalled(carol) took %v", keys(got))
+	}
+	unchanged("after every TakeOverStalled(alice)")
+
+	// Bob's is still stalled: "" takes it, with everyone's stalled since.
+	h.Advance(lease + slack)
+	all := takeOverStalled(t, h.Store, 0)
+	if len(all) != 3 || all["b0"].Attempt != 2 || all["a0"].Attempt != 3 || all["a1"].Attempt != 3 {
+		t.Fatalf("TakeOverStalled(\"\") took %v, want b0 at Attempt 2, a0 and a1 at 3", keys(all))
+	}
+}
+
 // Of many reconcilers taking over the same stalled executions at once, each
 // execution goes to exactly one.
 func testTakeOverStalledRace(t *testing.T, h Harness) {
@@ -123,7 +183,7 @@ func testTakeOverStalledRace(t *testing.T, h Harness) {
 	for range 8 {
 		wg.Go(func() {
 			for {
-				recs, err := h.Store.TakeOverStalled(ctx, 3, lease)
+				recs, err := h.Store.TakeOverStalled(ctx, "", 3, lease)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)

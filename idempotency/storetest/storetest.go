@@ -36,7 +36,8 @@
 //     in-progress, unparked records that saved a recovery point and whose
 //     lease ran out (Attempt+1, a new lease, Resume and recovery point
 //     kept), oldest lease first, within its limit, each for one caller of
-//     many at once; Park is fenced, keeps its reason, hides the record from
+//     many at once; given a caller, only that caller's (counted against
+//     the limit), leaving another's, even older, stalled and unchanged; Park is fenced, keeps its reason, hides the record from
 //     TakeOverStalled and lets the next claim take it over at once; Resume
 //     is kept until the record completes; ListParked lists exactly the live
 //     parked records, by caller then key, page after page;
@@ -166,6 +167,7 @@ var cases = []struct {
 	{"ClaimWithPoint", testClaimWithPoint},
 	{"LastClaimKeepsMessage", testLastClaimKeepsMessage},
 	{"TakeOverStalledLimit", testTakeOverStalledLimit},
+	{"TakeOverStalledCaller", testTakeOverStalledCaller},
 	{"TakeOverStalledRace", testTakeOverStalledRace},
 	{"Park", testPark},
 	{"ListParked", testListParked},

@@ -219,9 +219,9 @@ func (s *store) Get(ctx context.Context, caller, key string) (idempotency.Record
 	return s.Store.Get(ctx, caller, key)
 }
 
-func (s *store) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) ([]idempotency.Record, error) {
+func (s *store) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if err := s.g.enter(); err != nil {
 		return nil, err
 	}
-	return s.Store.TakeOverStalled(ctx, limit, lease)
+	return s.Store.TakeOverStalled(ctx, caller, limit, lease)
 }

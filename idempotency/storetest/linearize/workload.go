@@ -299,7 +299,7 @@ func (c *client) takeOverStalled(ctx context.Context) {
 	now := c.r.epoch.now
 	c.r.epoch.RUnlock()
 	callAt := c.r.rec.now()
-	recs, err := c.r.h.Store.TakeOverStalled(ctx, 0, longLease)
+	recs, err := c.r.h.Store.TakeOverStalled(ctx, "", 0, longLease)
 	returnAt := c.r.rec.now()
 	if err != nil {
 		c.r.rec.unexpected("TakeOverStalled", err)

@@ -128,9 +128,9 @@ func (s *gatedStore) DeleteExpired(ctx context.Context, limit int) (n int, err e
 	return n, err
 }
 
-func (s *gatedStore) TakeOverStalled(ctx context.Context, limit int, lease time.Duration) (rs []idempotency.Record, err error) {
+func (s *gatedStore) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) (rs []idempotency.Record, err error) {
 	err = s.call(ctx, "take over stalled", func(ctx context.Context) error {
-		rs, err = s.inner.TakeOverStalled(ctx, limit, lease)
+		rs, err = s.inner.TakeOverStalled(ctx, caller, limit, lease)
 		if err == nil {
 			for _, r := range rs {
 				s.a.w.sawTakeOver(s.a, r, "takes over stalled")
