@@ -169,7 +169,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	stopping()
 	if sub := o.halt(); sub != nil {
-		c.settleLate(ctx, sub)
+		c.settleLate(ctx, sub.deliveries)
 	}
 	return err
 }

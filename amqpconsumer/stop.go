@@ -3,6 +3,8 @@ package amqpconsumer
 import (
 	"context"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // lateQuiet is how long a stopping consumer waits for one more delivery
@@ -18,39 +20,25 @@ const lateQuiet = 250 * time.Millisecond
 // delivery is dead-lettered unseen. So the consumer stays subscribed and
 // takes them, settling none at the broker, which would free room for
 // more: the broker's last deliveries it hands to the store
-// (consumer.Consumer.Decline), the others it keeps unacked. It stops once
-// its prefetch is full (the queue can send nothing more), once nothing
-// came for lateQuiet, or when the grace period ends; it then cancels the
-// subscription, so that the queue assigns it nothing more, and acks the
-// deliveries the store took, so that the close gives back only the
-// others (each costing the delivery a give-back costs) and the
-// dead-letter queue gets no copy of a message the store owns.
-func (c *Consumer) settleLate(ctx context.Context, sub *subscription) {
+// (consumer.Consumer.Decline) and keeps unacked; the others it keeps
+// unacked. The close gives them all back, costing each the delivery a
+// give-back costs: a handed-over one is then dead-lettered, a copy of a
+// message its store owns. It stops once its prefetch is full (the queue
+// can send nothing more), once nothing came for lateQuiet, or when the
+// grace period ends.
+func (c *Consumer) settleLate(ctx context.Context, deliveries <-chan amqp.Delivery) {
 	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
 	defer cancel()
-	var owned []*delivery // taken by the store: acked before the close
-	defer func() {
-		if len(owned) == 0 || sub.ch.Cancel(sub.tag, false) != nil {
-			return // the close gives them back: copies the queue dead-letters
-		}
-		for _, d := range owned {
-			_ = d.d.Ack(false)
-		}
-	}()
 	quiet := time.NewTimer(lateQuiet)
 	defer quiet.Stop()
 	for kept := 0; kept < c.pre; {
 		select {
-		case d, ok := <-sub.deliveries:
+		case d, ok := <-deliveries:
 			if !ok {
 				return
 			}
 			if dd := (&delivery{d: d, set: &c.set}); dd.Last() {
-				k := &keptDelivery{delivery: dd}
-				c.Decline(grace, k)
-				if k.owned {
-					owned = append(owned, dd)
-				}
+				c.Decline(grace, keptDelivery{dd})
 			}
 			kept++
 			quiet.Reset(lateQuiet)
@@ -62,16 +50,9 @@ func (c *Consumer) settleLate(ctx context.Context, sub *subscription) {
 	}
 }
 
-// keptDelivery is a delivery whose ack waits for the subscription's
-// cancel: see settleLate.
-type keptDelivery struct {
-	*delivery
-	owned bool // acked by the consumer: the store took the message
-}
+// keptDelivery is a delivery whose ack is left to the channel's close: see
+// settleLate.
+type keptDelivery struct{ *delivery }
 
-// Ack implements consumer.Delivery: it records that the store took the
-// message.
-func (k *keptDelivery) Ack(context.Context) error {
-	k.owned = true
-	return nil
-}
+// Ack implements consumer.Delivery: it does nothing.
+func (keptDelivery) Ack(context.Context) error { return nil }
