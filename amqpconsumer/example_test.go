@@ -63,5 +63,5 @@ func ExampleNew() {
 	fmt.Printf("%+v\n", c.Stats())
 	// Output:
 	// shipping order-1 2 chairs
-	// {Executed:1 Duplicates:1 InProgress:0 Retried:0 Held:0 Parked:0 Terminated:0 Outages:0 Reconnects:0}
+	// {Executed:1 Duplicates:1 InProgress:0 Retried:0 Held:0 Parked:0 HandedOver:0 Terminated:0 Outages:0 Reconnects:0}
 }

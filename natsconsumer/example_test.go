@@ -70,5 +70,5 @@ func ExampleNew() {
 	fmt.Printf("%+v\n", c.Stats())
 	// Output:
 	// shipped [order-1 order-2]
-	// {Executed:2 Duplicates:0 InProgress:0 Retried:0 Held:0 Parked:0 Terminated:0 Outages:0 Reconnects:0}
+	// {Executed:2 Duplicates:0 InProgress:0 Retried:0 Held:0 Parked:0 HandedOver:0 Terminated:0 Outages:0 Reconnects:0}
 }

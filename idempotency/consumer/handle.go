@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	retry "github.com/exactlyonce/retry"
@@ -96,11 +99,13 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idemp
 		return c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
 	}
 	var ip *idempotency.InProgressError
-	// A failed statement of the handler's transaction is the store's
-	// failure, whatever the handler made of it: a verdict on the message
-	// only when it will recur (below), an outage of the store otherwise.
+	// A statement of the handler's transaction that failed because the
+	// store could not be reached is an outage of the store, whatever the
+	// handler made of it; one the store refused for good parks the
+	// message (below); one it refused for now (a serialization failure)
+	// is the handler's failure.
 	txFailed := errors.Is(err, idempotency.ErrTxFailed)
-	handlerFailed := run.ran && run.err != nil && errors.Is(err, run.err) && !txFailed
+	handlerFailed := run.ran && run.err != nil && errors.Is(err, run.err) && !(txFailed && unreachable(err))
 	switch {
 	case err == nil || errors.Is(err, idempotency.ErrAborted):
 		c.outage.healthy()
@@ -220,6 +225,14 @@ func (c *Consumer) hold(ctx context.Context, d Delivery, delay time.Duration, ou
 			_ = d.InProgress(ctx)
 		}
 	}
+}
+
+// unreachable reports whether err says the store could not be reached:
+// a connection refused, reset or closed, a dial or a read that failed.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
 // dependencyDown reports whether err says a dependency is down.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 
@@ -70,7 +72,7 @@ func TestTransactionLostWithTheStoreIsHeld(t *testing.T) {
 	for _, last := range []bool{false, true} {
 		t.Run(fmt.Sprintf("last=%v", last), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				reset := errors.New("read tcp: connection reset by peer")
+				reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 				store := &txStore{MemoryStore: idempotency.NewMemoryStore(nil), failures: []error{reset, reset}}
 				var runs atomic.Int32
 				c := newConsumer(t, idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
@@ -123,5 +125,24 @@ func TestTransactionFailedForGoodParks(t *testing.T) {
 		rec, err = store.Get(context.Background(), "ship", "k")
 		require.NoError(t, err)
 		assert.Equal(t, idempotency.StateCompleted, rec.State)
+	})
+}
+
+// A statement the store refused for now (a serialization failure, with
+// the store reachable) is the handler's failure: the delivery is given
+// back after a backoff, its redelivery counting toward the broker's
+// limit, as for any transient failure of the handler.
+func TestTransactionRefusedForNowIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		conflict := errors.New("could not serialize access due to concurrent update")
+		store := &txStore{MemoryStore: idempotency.NewMemoryStore(nil), failures: []error{conflict}}
+		c := newConsumer(t, idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
+			return write(ctx)
+		})
+		d := newDelivery("k", 1, false)
+		run(t, c, d)
+		assert.Equal(t, "nak", d.settled)
+		assert.Equal(t, uint64(1), c.Stats().Retried)
+		assert.Zero(t, c.Stats().Terminated)
 	})
 }
