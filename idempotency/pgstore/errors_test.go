@@ -10,6 +10,7 @@ import (
 
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,12 +53,13 @@ func TestLongCallerThroughMiddleware(t *testing.T) {
 	assert.Equal(t, "ok", string(res.Response))
 }
 
-// A store error that will recur on every retry (here a schema that was never
-// migrated) is a 500 without Retry-After: a 503 would invite retries that
-// can never succeed.
+// A store error that will recur on every retry (here a table dropped
+// after the store was made) is a 500 without Retry-After: a 503 would
+// invite retries that can never succeed.
 func TestPermanentStoreErrorIsNotRetryable(t *testing.T) {
 	t.Parallel()
-	s, err := pgstore.New(newPool(t), pgstore.WithSchema("pgstore_test_never_migrated"))
+	s, schema, _ := newStore(t)
+	_, err := s.Pool().Exec(context.Background(), "DROP TABLE "+pgx.Identifier{schema, "idempotency_keys"}.Sanitize()+" CASCADE")
 	require.NoError(t, err)
 	_, err = s.Claim(context.Background(), claimReq("k"))
 	require.ErrorIs(t, err, idempotency.ErrPermanent)

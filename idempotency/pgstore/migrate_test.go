@@ -117,15 +117,15 @@ func TestNewValidates(t *testing.T) {
 	require.Error(t, pgstore.Migrate(context.Background(), pool, ""))
 }
 
-// A store on a schema that was never migrated fails loudly; it does not
-// create tables behind the caller's back.
+// A store on a schema that was never migrated fails loudly, at New, with
+// the command that creates its tables; it does not create them behind the
+// caller's back.
 func TestNoSilentSchemaCreation(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
-	s, err := pgstore.New(pool, pgstore.WithSchema("pgstore_test_never_migrated"))
-	require.NoError(t, err)
-	_, err = s.Claim(context.Background(), claimReq("k"))
-	require.Error(t, err)
+	_, err := pgstore.New(pool, pgstore.WithSchema("pgstore_test_never_migrated"))
+	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
+	assert.Contains(t, err.Error(), `pgstore.Migrate(ctx, pool, "pgstore_test_never_migrated")`)
 	var exists bool
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'pgstore_test_never_migrated')").Scan(&exists))

@@ -30,8 +30,11 @@ var (
 	_ idempotency.TxStore = (*Store)(nil)
 )
 
-// New returns a Store using pool, whose tables Migrate has created. The pool
-// stays the caller's: close it after the last use of the Store.
+// New returns a Store using pool, whose tables Migrate has created. It
+// asks the database (within 2 s) whether they exist, and fails with an
+// error matching ErrNotMigrated that names the command to create them
+// when they do not; a database it cannot reach then is not checked. The
+// pool stays the caller's: close it after the last use of the Store.
 func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
@@ -45,6 +48,9 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	}
 	if c.schema == "" {
 		return nil, errors.New("pgstore: empty schema name")
+	}
+	if err := checkSchema(pool, c.schema); err != nil {
+		return nil, err
 	}
 	schema := pgx.Identifier{c.schema}.Sanitize()
 	return &Store{pool: pool, shift: c.shift, q: buildQueries(schema), bq: buildBatchQueries(schema), lq: buildListQueries(schema)}, nil
