@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/textproto"
 	"strconv"
@@ -300,14 +301,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// tells the client that this server deduplicates it (see Middleware).
 	w.Header()[m.header] = values
 	res, err := m.runner.Do(r.Context(), req, rec.run)
-	h.respond(w, rec, res, err)
+	h.respond(r.Context(), w, rec, res, err)
 	if rec.panicked {
 		panic(rec.panicVal)
 	}
 }
 
-// respond writes the response for the result of Runner.Do.
-func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err error) {
+// respond writes the response for the result of Runner.Do. A store
+// failure is logged (slog.Default), since the client sees only a problem
+// code.
+func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recorder, res Result, err error) {
 	switch {
 	case err == nil && res.Replayed:
 		if werr := writeStored(w, res.Response, true); werr != nil {
@@ -338,8 +341,10 @@ func (h *handler) respond(w http.ResponseWriter, rec *recorder, res Result, err 
 				"Retry with the same "+h.m.header+".", time.Second)
 	case errors.Is(err, ErrPermanent):
 		// A retry would fail the same way: not retryable.
+		slog.ErrorContext(ctx, "idempotency: the store cannot take the request", slog.Any("error", err))
 		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)
 	default:
+		slog.WarnContext(ctx, "idempotency: the store is unavailable", slog.Any("error", err))
 		writeProblem(w, http.StatusServiceUnavailable, CodeStoreFailed, "The idempotency store is unavailable.", time.Second)
 	}
 }

@@ -1,9 +1,11 @@
 package idempotency_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -185,6 +187,19 @@ func TestStoreFailureIs503(t *testing.T) {
 	problem(t, w, http.StatusServiceUnavailable)
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
 	assert.Zero(t, c.runs.Load())
+}
+
+// A store failure is logged (slog's default logger), not only answered
+// with a problem code: an operator sees why keyed requests fail. Not
+// parallel: it swaps the default logger.
+func TestStoreFailureIsLogged(t *testing.T) {
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	h := idempotency.Middleware(idempotency.NewRunner(failingStore{}), idempotency.SingleTenant)(&counting{})
+	problem(t, do(h, "x", withKey("k")), http.StatusServiceUnavailable)
+	assert.Contains(t, logged.String(), "idempotency: the store is unavailable")
+	assert.Contains(t, logged.String(), errStoreDown.Error())
 }
 
 func TestCorruptStoredResponseIs500(t *testing.T) {
