@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,8 +31,8 @@ type Consumer struct {
 	*consumer.Consumer
 	src *source
 
-	nc               *nats.Conn // WithConn's
-	reconnectsBefore uint64
+	nc         *nats.Conn // WithConn's
+	reconnects atomic.Uint64
 }
 
 // New returns a Consumer of cons, a pull consumer with explicit acks. In
@@ -74,6 +75,10 @@ func New(cons jetstream.Consumer, cfg consumer.Config, opts ...Option) (*Consume
 // deleted. While the connection is down, nats.go restores it and Run
 // waits.
 func (c *Consumer) Run(ctx context.Context) error {
+	if c.nc != nil {
+		stop := c.countReconnects()
+		defer stop()
+	}
 	return c.Consumer.Run(ctx, c.src)
 }
 
