@@ -29,7 +29,9 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, problem(http.StatusBadRequest, CodeBadQuery, "unreadable form"))
 		return
 	}
-	caller, key, err := parseTarget(r.PostForm)
+	// The page's own forms name the execution in their action's query;
+	// other clients may send it as form fields instead, but not both.
+	caller, key, err := parseTarget(r.Form)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -12,8 +12,9 @@
 // Options.Authorize function, which it asks separately for viewing and for
 // each action; actions are POSTs refused when they come from another
 // origin (http.CrossOriginProtection); nothing renders a stored body or
-// header value unredacted. Bad input (a malformed key, an unknown state, a
-// page size out of range) gets a 400 RFC 9457 problem.
+// header value unredacted. Bad input (an invalid escape, an over-long key,
+// an unknown state, a page size out of range) gets a 400 RFC 9457 problem;
+// any key a store keeps, of any bytes, can be shown and acted on.
 //
 // Every page is server-rendered HTML (html/template, no script, no
 // external asset) with a JSON twin: add ?format=json or ask for

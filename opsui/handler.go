@@ -16,8 +16,9 @@ import (
 // readTimeout bounds the store reads of one page.
 const readTimeout = 5 * time.Second
 
-// maxForm is the largest action form read, in bytes.
-const maxForm = 8 << 10
+// maxForm is the largest action form read, in bytes: room for a caller
+// and a key of the longest taken, each byte percent-encoded.
+const maxForm = 32 << 10
 
 // Handler is the operator's page. Create it with New; it is safe for
 // concurrent use.
@@ -215,7 +216,11 @@ type List struct {
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseListQuery(r.URL.Query())
+	v, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	q, err := parseListQuery(v)
 	if err != nil {
 		return err
 	}
@@ -262,7 +267,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) detail(w http.ResponseWriter, r *http.Request) error {
-	caller, key, err := parseTarget(r.URL.Query())
+	v, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	caller, key, err := parseTarget(v)
 	if err != nil {
 		return err
 	}

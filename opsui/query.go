@@ -14,6 +14,11 @@ const DefaultPageSize = 50
 // maxCaller is the longest caller a query takes, in bytes.
 const maxCaller = 1024
 
+// maxKey is the longest key or key prefix a query or form takes, in
+// bytes: far more than any broker's message id or Idempotency-Key
+// (idempotency.MaxKeyLen), yet a bounded URL once percent-encoded.
+const maxKey = 8 << 10
+
 // maxCursor is the longest cursor a query takes, in bytes.
 const maxCursor = 512
 
@@ -49,10 +54,9 @@ func parseListQuery(v url.Values) (idempotency.ListQuery, error) {
 	if q.Caller, err = checkCaller(v.Get("caller")); err != nil {
 		return q, err
 	}
-	if q.KeyPrefix = v.Get("prefix"); q.KeyPrefix != "" {
-		if err := checkKey("prefix", q.KeyPrefix); err != nil {
-			return q, err
-		}
+	q.KeyPrefix = v.Get("prefix")
+	if err := checkKey("prefix", q.KeyPrefix); err != nil {
+		return q, err
 	}
 	if q.Cursor = v.Get("cursor"); len(q.Cursor) > maxCursor || !visible(q.Cursor) {
 		return q, problem(400, CodeBadQuery, "malformed cursor")
@@ -60,34 +64,55 @@ func parseListQuery(v url.Values) (idempotency.ListQuery, error) {
 	return q, nil
 }
 
-// parseTarget reads the caller and key of one execution.
+// parseTarget reads the caller and key of one execution: each at most
+// once, and taken exactly as decoded, for a key is any string a consumer
+// or the Middleware stored (a broker's message id may hold spaces,
+// non-ASCII letters, slashes, control characters or invalid UTF-8), and
+// url.Values.Encode writes each of its bytes back.
 func parseTarget(v url.Values) (caller, key string, err error) {
+	for _, name := range [2]string{"caller", "key"} {
+		if n := len(v[name]); n > 1 {
+			return "", "", problem(400, CodeBadQuery, fmt.Sprintf("%s given %d times", name, n))
+		}
+	}
 	if caller, err = checkCaller(v.Get("caller")); err != nil {
 		return "", "", err
 	}
 	key = v.Get("key")
+	if key == "" {
+		return "", "", problem(400, CodeBadQuery, "malformed key: empty")
+	}
 	if err := checkKey("key", key); err != nil {
 		return "", "", err
 	}
 	return caller, key, nil
 }
 
-// checkCaller accepts a caller of at most maxCaller bytes of valid text
-// without control characters.
+// checkCaller accepts a caller of at most maxCaller bytes.
 func checkCaller(c string) (string, error) {
-	if len(c) > maxCaller || !printable(c) {
-		return "", problem(400, CodeBadQuery, fmt.Sprintf("malformed caller: at most %d bytes, no control characters", maxCaller))
+	if len(c) > maxCaller {
+		return "", problem(400, CodeBadQuery, fmt.Sprintf("malformed caller: at most %d bytes", maxCaller))
 	}
 	return c, nil
 }
 
-// checkKey accepts what idempotency.ParseKey does: 1 to MaxKeyLen visible
-// ASCII characters.
+// checkKey accepts a key (or key prefix) of at most maxKey bytes, of any
+// bytes: the stores keep any string the Runner is given.
 func checkKey(what, k string) error {
-	if k == "" || len(k) > idempotency.MaxKeyLen || !visible(k) {
-		return problem(400, CodeBadQuery, fmt.Sprintf("malformed %s: 1 to %d visible ASCII characters", what, idempotency.MaxKeyLen))
+	if len(k) > maxKey {
+		return problem(400, CodeBadQuery, fmt.Sprintf("malformed %s: at most %d bytes", what, maxKey))
 	}
 	return nil
+}
+
+// parseQuery parses a raw query string, refusing what url.Values would
+// silently drop (an invalid escape, a semicolon).
+func parseQuery(raw string) (url.Values, error) {
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, problem(400, CodeBadQuery, "malformed query: "+cut(err.Error()))
+	}
+	return v, nil
 }
 
 // visible reports whether s is visible ASCII (0x21 to 0x7E) only.

@@ -1,8 +1,10 @@
 package opsui
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -55,19 +57,26 @@ func redactText(s string) string {
 	return cut(s)
 }
 
+// maxNested is how many levels of JSON kept as a string (a step result
+// holding an HTTP answer whose body is JSON, and so on) are opened to
+// redact what they hold.
+const maxNested = 4
+
+// maxNestedBytes bounds the bytes of strings opened as JSON for one step
+// result, so that a hostile result costs time and memory linear in its
+// size, however it nests.
+const maxNestedBytes = 256 << 10
+
 // redactData shows a step's result: JSON with the values of secret-named
-// fields hidden, short text with its credentials hidden, and anything
-// else (binary data) as its size only.
+// fields hidden (in JSON kept as a string inside it too), short text with
+// its credentials hidden, and anything else (binary data) as its size
+// only.
 func redactData(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	var v any
-	if json.Unmarshal(b, &v) == nil {
-		out, err := json.Marshal(redactJSON(v))
-		if err == nil {
-			return cut(redactText(string(out)))
-		}
+	if out, ok := redactJSONData(b); ok {
+		return cut(redactText(out))
 	}
 	if utf8.Valid(b) && printable(string(b)) {
 		return redactText(string(b))
@@ -75,26 +84,93 @@ func redactData(b []byte) string {
 	return fmt.Sprintf("[%d bytes of binary data]", len(b))
 }
 
-// redactJSON hides the values of secret-named fields, at any depth.
-func redactJSON(v any) any {
+// redactJSONData returns b, JSON, with the values of its secret-named
+// fields hidden; false if b is not JSON.
+func redactJSONData(b []byte) (string, bool) {
+	v, ok := decodeJSON(b)
+	if !ok {
+		return "", false
+	}
+	r := redactor{budget: maxNestedBytes}
+	return encodeJSON(r.redact(v, 0))
+}
+
+// decodeJSON decodes b, one JSON value and nothing after it, keeping
+// numbers as written.
+func decodeJSON(b []byte) (any, bool) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
+}
+
+// encodeJSON encodes v compactly, without escaping HTML (the page's
+// template and the JSON twin's encoder do).
+func encodeJSON(v any) (string, bool) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if e.Encode(v) != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(b.String(), "\n"), true
+}
+
+// redactor hides the values of secret-named fields, at any depth, within
+// a budget of bytes of nested JSON it may open.
+type redactor struct{ budget int }
+
+// redact hides the secrets of v, a value level strings deep.
+func (r *redactor) redact(v any, level int) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
 			if secretName.MatchString(k) {
 				v[k] = redacted
 			} else {
-				v[k] = redactJSON(x)
+				v[k] = r.redact(x, level)
 			}
 		}
 		return v
 	case []any:
 		for i, x := range v {
-			v[i] = redactJSON(x)
+			v[i] = r.redact(x, level)
 		}
 		return v
+	case string:
+		return r.nested(v, level)
 	default:
 		return v
 	}
+}
+
+// nested redacts a string that holds a JSON object or array: decoded,
+// redacted and encoded again. One that is too deep or too large to open
+// is hidden whole; any other string is kept.
+func (r *redactor) nested(s string, level int) string {
+	t := strings.TrimLeft(s, " \t\r\n")
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return s
+	}
+	if level >= maxNested || len(s) > r.budget {
+		return redacted
+	}
+	r.budget -= len(s)
+	v, ok := decodeJSON([]byte(s))
+	if !ok {
+		return s
+	}
+	out, ok := encodeJSON(r.redact(v, level+1))
+	if !ok {
+		return redacted
+	}
+	return out
 }
 
 // redactHeader lists the fields of h, sorted, with the values of the

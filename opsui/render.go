@@ -7,6 +7,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -19,6 +20,14 @@ var styleCSS []byte
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"ago": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	// act is the address an action's form posts to: the execution is in
+	// its query, percent-encoded, so that any key goes back byte for byte
+	// (a form field's value would lose a NUL, a carriage return or bytes
+	// that are not UTF-8 on its way through the browser).
+	"act": func(base, action, caller, key string) string {
+		return base + "/execution/" + action + "?" + url.Values{"caller": {caller}, "key": {key}}.Encode()
+	},
+	"maxKey": func() int { return maxKey },
 }).ParseFS(templateFS, "templates/*.html"))
 
 // page is what the layout renders around a page's data.

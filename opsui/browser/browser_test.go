@@ -387,6 +387,50 @@ func TestOperatorPage(t *testing.T) {
 	}
 }
 
+// TestAnyKeyInBrowser: a message keyed by a broker id with a space, a
+// non-ASCII letter, URL syntax, a NUL or bytes that are not UTF-8 is
+// listed, shown, retried and discarded with the page's buttons, against
+// every store (issue 41).
+func TestAnyKeyInBrowser(t *testing.T) {
+	browser := newBrowser(t)
+	keys := []string{"order 42", "objednávka-7", "a/b?c=d#e&f+g%h", `say "hi" <b>`, "nul\x00cr\rlf\n", "bad\xffutf8"}
+	for _, sc := range storeCases {
+		t.Run(sc.name, func(t *testing.T) {
+			tab := browser
+			s := newService(t, sc, nil)
+			for _, k := range keys {
+				s.park(t, k)
+			}
+			run(t, tab, "list parked",
+				chromedp.Navigate(s.base+"/executions?state=parked"),
+				chromedp.WaitVisible(css(`table.executions`)),
+			)
+			if n := value(t, tab, "rows", chromedp.Evaluate[int](`document.querySelectorAll("tr[data-key]").length`)); n != len(keys) {
+				t.Fatalf("the parked list shows %d rows, want %d", n, len(keys))
+			}
+			for i, k := range keys {
+				action := "retry"
+				if i%2 == 1 {
+					action = "discard"
+				}
+				run(t, tab, fmt.Sprintf("%s %q", action, k),
+					chromedp.Navigate(s.detailURL(k)),
+					chromedp.WaitVisible(css(`#`+action)),
+					chromedp.Click(css(`#`+action)),
+					chromedp.WaitVisible(css(`#flash`)),
+				)
+				r, err := s.record(t, k)
+				switch {
+				case action == "discard" && !errors.Is(err, idempotency.ErrNotFound):
+					t.Fatalf("after discard %q: %+v, %v", k, r, err)
+				case action == "retry" && (err != nil || r.State != idempotency.StateCompleted):
+					t.Fatalf("after retry %q: %+v, %v", k, r, err)
+				}
+			}
+		})
+	}
+}
+
 // TestScreenshot takes the README's screenshot of the overview, with a
 // history of outages in the chart, and checks that the pages fit a
 // phone's width.
