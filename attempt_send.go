@@ -28,6 +28,7 @@ func (rt *roundTrip) attempt(n, left int) outcome {
 		return rt.hedgedAttempt(n)
 	}
 	req := rt.prepare(n)
+	rt.keySending()
 	resp, err := rt.send(req)
 	rt.c.trace.attemptEnd(req.Context(), n, resp, err)
 	return rt.judge(resp, err, 1)
@@ -128,12 +129,18 @@ func (rt *roundTrip) judge(resp *http.Response, err error, legs int) outcome {
 	if err != nil {
 		rt.endAttempt()
 		o.err = err
+		rt.keyAnswered(0, nil)
 		rt.classifyError(err, &o)
 	} else {
 		rt.resp = resp
 		o.status = resp.StatusCode
+		rt.keyAnswered(resp.StatusCode, resp.Header)
 		rt.classifyResponse(resp, &o)
 	}
+	// A keyed request that may have reached its server is sent again only
+	// once the host has shown it honours keys: the loop waits for other
+	// requests' answers to show it (see awaitKeys).
+	o.unproven = o.stop == ErrNotIdempotent && rt.keyed && !rt.idempotent
 	return o
 }
 

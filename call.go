@@ -259,7 +259,7 @@ func (r *callRun) run(call *Call, attempt func(context.Context, int, bool) Verdi
 	}()
 	n, last, reason := r.c.run(r.ctx, r.deadline, r.dep, func(n, left int) outcome {
 		return r.attempt(attempt, n, left)
-	}, nil, r.discard)
+	}, nil, r.discard, nil)
 	done = true
 	return r.finish(call, n, last, reason)
 }

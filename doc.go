@@ -19,7 +19,9 @@
 // where the server deduplicates it: until a host has shown it does (an
 // answer that echoes the key, as the idempotency middleware's do, or says
 // Idempotent-Replayed: true) or WithKeysHonoured names it, its keyed POSTs
-// and PATCHes are retried as unkeyed ones are. Other requests are retried
+// and PATCHes are retried as unkeyed ones are, except that one that may have
+// reached it waits for the answers of the other keyed requests out to it to
+// show whether it does. Other requests are retried
 // only when they provably never reached the server. Retry-After (seconds or an
 // HTTP-date) is a floor for the next wait; one longer than
 // WithMaxRetryAfter, or ending past the deadline, hands the response back at

@@ -47,7 +47,8 @@ type drainer struct {
 	body    closeOnce
 	clk     clock.Clock
 	start   time.Time
-	last    atomic.Int64   // when bytes last came, since start
+	last    atomic.Int64   // when bytes last came, or a read began, since start
+	reading atomic.Bool    // a read of the body is under way
 	resp    *http.Response // the response, when its bytes are kept
 	read    []byte         // the bytes read, when kept
 	whole   bool           // the body ended within drainLimit
@@ -88,9 +89,13 @@ func (d *drainer) run() {
 	close(d.done)
 }
 
-// Read reads from the body and notes when bytes came.
+// Read reads from the body and notes when a read began and when bytes
+// came: the body is silent only while a read waits for it.
 func (d *drainer) Read(p []byte) (int, error) {
+	d.last.Store(int64(d.clk.Since(d.start)))
+	d.reading.Store(true)
 	n, err := d.body.Read(p)
+	d.reading.Store(false)
 	if n > 0 {
 		d.last.Store(int64(d.clk.Since(d.start)))
 	}
@@ -99,9 +104,11 @@ func (d *drainer) Read(p []byte) (int, error) {
 
 // settle waits wait (the wait before the retry), and past it while the
 // body keeps arriving: it returns once the body is read, once it has sent
-// nothing for the stall gap, or when ctx ends. The gap is stallGap plus
-// twice the most this goroutine's own timers ran late during the wait: a
-// reader the machine has no time to run is not a stalled body.
+// nothing for the stall gap, or when ctx ends. The body is silent only
+// while a read of it waits: a reader not yet started, or between two reads,
+// is one the machine has not run yet, not a stalled body. The gap is
+// stallGap plus twice the most this goroutine's own timers ran late during
+// the wait, for the same reason.
 func (d *drainer) settle(ctx context.Context, wait time.Duration) {
 	var late time.Duration // the most a timer of this wait ran late
 	fired := make(chan struct{}, 1)
@@ -121,8 +128,11 @@ func (d *drainer) settle(ctx context.Context, wait time.Duration) {
 		}
 		now := d.clk.Now()
 		late = max(late, now.Sub(due))
-		quiet := now.Sub(d.start) - time.Duration(d.last.Load())
 		gap := stallGap + 2*late
+		quiet := time.Duration(0) // a reader not waiting for the body is one the machine is late to run
+		if d.reading.Load() {
+			quiet = now.Sub(d.start) - time.Duration(d.last.Load())
+		}
 		if quiet >= gap {
 			return // stalled: the retry goes, the body is read on meanwhile
 		}

@@ -31,6 +31,10 @@ type outcome struct {
 	// answered: the dependency answered, whatever it answered (see
 	// Verdict.Answered; an HTTP response always is one).
 	answered bool
+	// unproven: stop is ErrNotIdempotent for a keyed request whose server
+	// has not shown yet that it honours keys; a retry could get past the
+	// failure if it does (see the loop's prove).
+	unproven bool
 }
 
 // unhealthy reports whether the attempt says its dependency is failing: a
@@ -74,21 +78,26 @@ type loop struct {
 // before the budget is asked for it. discard, if not nil, is called when a
 // retry has been decided, before the wait, to release what the failed
 // attempt holds; it may take part of the wait and returns what is left of it.
+// prove, if not nil, is called for an unproven outcome that the attempt
+// limit would let be retried: it waits for the evidence that the request's
+// server honours its key and, if it comes, returns the outcome judged again
+// and true.
 //
 // The funcs are parameters, never kept in the loop's state: a Transport's
 // round trip then stays on its goroutine's stack.
 func (c *config) run(ctx context.Context, deadline time.Time, gate *dependency, attempt func(n, left int) outcome,
-	ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
+	ready func() bool, discard func(wait time.Duration) time.Duration, prove func(o outcome) (outcome, bool)) (int, outcome, error) {
 	l := loop{c: c, ctx: ctx, deadline: deadline, gate: gate}
 	l.w = waiter{deadline: deadline, maxWait: c.ride.maxWait, maxWaiters: c.ride.maxWaiters}
 	if l.observed = c.logger != nil || c.trace != nil; l.observed {
 		l.start = c.clock.Now()
 	}
 	defer l.cleanup()
-	return l.run(attempt, ready, discard)
+	return l.run(attempt, ready, discard, prove)
 }
 
-func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard func(wait time.Duration) time.Duration) (int, outcome, error) {
+func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard func(wait time.Duration) time.Duration,
+	prove func(o outcome) (outcome, bool)) (int, outcome, error) {
 	var last outcome
 	for {
 		probe, err := l.admit()
@@ -123,7 +132,22 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 			l.succeeded(o)
 			return l.sent, o, nil
 		}
-		wait, reason := l.decide(o, ready)
+		var wait time.Duration
+		var reason error
+		proven := true
+		if o.unproven && prove != nil && l.tries < l.c.maxAttempts && l.ctx.Err() == nil {
+			if o, proven = prove(o); proven {
+				last = o
+			}
+		}
+		if proven {
+			wait, reason = l.decide(o, ready)
+		} else {
+			// The wait for the server to show it honours the request's
+			// key ended without it, in time or not: the reason is still
+			// that the request may have reached it.
+			reason = o.stop
+		}
 		l.report(o, wait, reason)
 		if reason != nil {
 			return l.sent, o, reason

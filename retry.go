@@ -70,7 +70,7 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 		actx, acancel := c.attemptContext(ctx, deadline, left, gate)
 		defer acancel() // also when op panics: no timer outlives the attempt
 		return c.classifyErr(c.tracedAttempt(actx, n, op))
-	}, nil, nil)
+	}, nil, nil, nil)
 	var err error
 	if reason != nil {
 		last.err = unmark(last.err)

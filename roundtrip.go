@@ -22,6 +22,7 @@ type roundTrip struct {
 	// deduplicate keys (see WithKeysHonoured). Idempotent, or keyed and
 	// honoured, makes every transient failure retryable.
 	idempotent, keyed, honoured bool
+	keyOut                      bool        // an attempt is out to a host whose handling of keys is unknown (see keyHosts.sending)
 	key                         string      // the key the Transport adds; "" when it adds none
 	keyHeader                   http.Header // the caller's header with key, made on first use
 	nested                      bool        // inside another retry loop: one attempt, errors as they are
@@ -116,7 +117,7 @@ func (rt *roundTrip) run() (*http.Response, error) {
 			rt.abandon()
 		}
 	}()
-	n, last, reason := rt.c.run(rt.ctx, rt.deadline, rt.dep, rt.attempt, rt.readyBody, rt.discard)
+	n, last, reason := rt.c.run(rt.ctx, rt.deadline, rt.dep, rt.attempt, rt.readyBody, rt.discard, rt.awaitKeys)
 	done = true
 	return rt.finish(n, last, reason)
 }
@@ -176,6 +177,9 @@ func (rt *roundTrip) reportedKey() string {
 
 // abandon releases everything after a panic.
 func (rt *roundTrip) abandon() {
+	if rt.keyOut {
+		rt.keyAnswered(0, nil)
+	}
 	rt.stopDrain()
 	if rt.resp != nil && rt.resp.Body != nil {
 		rt.resp.Body.Close()

@@ -38,7 +38,14 @@ import (
 //     net/http, which resends a request with an Idempotency-Key header on a
 //     reused connection that died before the response, does not resend it
 //     either. The key is still sent, so that a server that deduplicates can
-//     show it. A 409 with Retry-After is waited out either way.
+//     show it. Such a request that may have reached a host not known
+//     either way waits, up to its deadline (or MaxWait without one), for
+//     the answers of the other keyed requests out to the host: once one
+//     echoes its key, it is retried as usual; an answer of the server's
+//     own without the echo (a 2xx, or a 4xx or 5xx other than 408, 429,
+//     502, 503 and 504, which a proxy in front may give), or no other
+//     request left out to tell, hands it back as before. A 409 with
+//     Retry-After is waited out either way.
 //   - Retry-After (seconds or any HTTP-date) on 429, 503 and that 409 is a
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
@@ -88,8 +95,9 @@ type Transport struct {
 	// gates are the hosts' gates (see RideThrough); idle ones are evicted
 	// once there are many.
 	gates gateSet
-	// keyHosts are the hosts that have shown they honour idempotency keys
-	// (see WithKeysHonoured).
+	// keyHosts are what hosts have shown of their handling of idempotency
+	// keys, and the keyed requests out to those not known yet (see
+	// WithKeysHonoured).
 	keyHosts keyHosts
 
 	// zero and dflt serve the zero Transport.

@@ -28,7 +28,6 @@ func neverSent(err error) bool {
 // classifyResponse decides whether a response may be retried.
 func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	code := resp.StatusCode
-	rt.noteKeyEvidence(resp.Header)
 	safe := rt.replayable()
 	honourRetryAfter := false
 	switch {
