@@ -141,6 +141,12 @@ func (c *Consumer) Stats() consumer.Stats {
 // deliveries of a lost channel that were not acked are requeued by the
 // broker and come again, to be replayed from the store (acked without
 // running) or run again where they had not completed.
+//
+// Once ctx ends, Run returns within consumer.Config.StopGrace (and a
+// half a second more when the handlers used all of it): it waits for
+// the broker's answer to its channel's close until the grace ends; then
+// a Conn's consumer closes the Conn's connection hard, and New's returns,
+// leaving the close to end with the caller's connection.
 func (c *Consumer) Run(ctx context.Context) error {
 	o := &opener{c: c}
 	if _, err := o.open(ctx); err != nil {
