@@ -141,6 +141,12 @@ func (c *Consumer) Stats() consumer.Stats {
 // deliveries of a lost channel that were not acked are requeued by the
 // broker and come again, to be replayed from the store (acked without
 // running) or run again where they had not completed.
+//
+// Once ctx ends, Run returns within consumer.Config.StopGrace (and a
+// half a second more when the handlers used all of it): it waits for
+// the broker's answer to its channel's close until the grace ends; then
+// a Conn's consumer closes the Conn's connection hard, and New's returns,
+// leaving the close to end with the caller's connection.
 func (c *Consumer) Run(ctx context.Context) error {
 	o := &opener{c: c}
 	if _, err := o.open(ctx); err != nil {
@@ -149,7 +155,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	defer o.close()
+	// The stop ends by its grace: the channel's close waits for the broker
+	// until then (and closeFloor at least), then a Conn's connection is
+	// closed hard.
+	var stoppedAt atomic.Int64 // when ctx ended, in Unix nanoseconds
+	endOfGrace := func() time.Time {
+		at := time.Now()
+		if ns := stoppedAt.Load(); ns != 0 {
+			at = time.Unix(0, ns)
+		}
+		return at.Add(c.grace)
+	}
+	defer func() { o.close(endOfGrace()) }()
 	// Once stopping, the consumer fetches no more and opens no new
 	// channel, but stays subscribed until it has settled what the broker
 	// still sends it (settleLate): a cancelled subscription would leave a
@@ -159,6 +176,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	stopping := context.AfterFunc(ctx, func() {
+		stoppedAt.Store(time.Now().UnixNano())
 		o.halt()
 		stop()
 	})
@@ -169,7 +187,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	stopping()
 	if sub := o.halt(); sub != nil {
-		c.settleLate(ctx, sub.deliveries)
+		c.settleLate(sub.deliveries, endOfGrace())
 	}
 	return err
 }
@@ -248,7 +266,7 @@ func (s *source) Fetch(ctx context.Context, n int, deliver func(consumer.Deliver
 func (s *source) reopen(ctx context.Context, sub *subscription, lost error) error {
 	s.c.log.Warn("amqpconsumer: the channel was lost; consuming again",
 		slog.String("queue", s.c.queue), slog.Any("error", lost))
-	_ = sub.ch.Close()
+	s.c.dialer.closeChannel(sub.ch, sub.conn, time.Now().Add(closeTimeout))
 	if _, err := s.o.open(ctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

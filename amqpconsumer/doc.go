@@ -86,6 +86,28 @@
 // returns when its channel closes; make a new Consumer of the same name on
 // a new connection, on the same Runner.
 //
+// What a Conn's users see of each fault:
+//
+//   - The network goes silent (the connection open, every byte dropped): a
+//     stopping consumer's Run returns within its StopGrace (its channel's
+//     close waits for the rest of the grace, 250 ms at least, then the
+//     connection is closed hard, not left to the heartbeat); Close waits
+//     a second for the broker's answer, then closes the socket.
+//   - The address accepts TCP and never speaks AMQP: Close (and the end
+//     of the Conn's life) cuts the dial, its handshake included.
+//   - The broker refuses the login or the vhost (403 ACCESS_REFUSED, 530
+//     NOT_ALLOWED): the Conn does not dial again; Run and Publish return
+//     an error matching ErrRefused and wrapping the *amqp.Error, after one
+//     dial.
+//   - The broker refuses a publish by closing its channel (404 no such
+//     exchange, 403, 406 a message over the size limit): Publish returns
+//     at once an error matching ErrRefused, with the broker's reason, and
+//     sends nothing again; a lost connection is still ridden through.
+//   - The broker stays unreachable: Run and Publish wait; a Publish whose
+//     context ends says why ("broker unreachable since T (n failed dials):
+//     dial tcp ...: connection refused: context deadline exceeded"),
+//     matching the context's error.
+//
 // # Keeping a delivery
 //
 // RabbitMQ has no way to extend one delivery, as JetStream's InProgress

@@ -28,6 +28,7 @@ type Publisher struct {
 	mu      sync.Mutex
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	closes  chan *amqp.Error // why ch closed
 	resent  atomic.Uint64
 }
 
@@ -51,8 +52,11 @@ func NewPublisher(ch *amqp.Channel, exchange string) (*Publisher, error) {
 // whose leader is not elected yet, a moment after the broker started),
 // after the Conn's backoff. A message so re-sent may be kept twice by the
 // broker (the first copy may have reached the queue before the loss):
-// its consumer, keyed by the message_id, runs it once. It opens its
-// channel at the first Publish.
+// its consumer, keyed by the message_id, runs it once. A publish the
+// broker refused, closing the channel in answer (no such exchange, access
+// refused, a message over the size limit), is not sent again: Publish
+// returns the refusal (ErrRefused). It opens its channel at the first
+// Publish.
 func (c *Conn) NewPublisher(exchange string) (*Publisher, error) {
 	if c == nil {
 		return nil, errors.New("amqpconsumer: NewPublisher needs a Conn")
@@ -71,6 +75,7 @@ func (p *Publisher) use(ch *amqp.Channel) error {
 	}
 	p.ch = ch
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, 16))
+	p.closes = ch.NotifyClose(make(chan *amqp.Error, 1))
 	return nil
 }
 
@@ -80,7 +85,10 @@ func (p *Publisher) use(ch *amqp.Channel) error {
 // ends): a nil error means a queue took it. It is the Deliver of an
 // outbox relay: the row's id is the message's id, the same on every
 // publish, and the consumer's key. On a Conn's publisher it rides through
-// a lost connection (see Conn.NewPublisher).
+// a lost connection (see Conn.NewPublisher). The broker's refusal of the
+// message (see ErrRefused) returns at once. When ctx ends while a Conn's
+// publisher waits for the broker, the error says why (the broker
+// unreachable since when, the last dial's error) and matches ctx's error.
 func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -88,14 +96,14 @@ func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []b
 		return p.publish(ctx, id, routingKey, body)
 	}
 	sent := false
-	return retryDo(ctx, p.dialer, func(ctx context.Context) error {
+	err := retryDo(ctx, p.dialer, func(ctx context.Context) error {
 		if p.ch == nil || p.ch.IsClosed() {
-			ch, err := p.dialer.channel(ctx)
+			ch, conn, err := p.dialer.channel(ctx)
 			if err != nil {
 				return err
 			}
 			if err := p.use(ch); err != nil {
-				_ = ch.Close()
+				p.dialer.closeChannel(ch, conn, time.Now().Add(closeTimeout))
 				return err
 			}
 		}
@@ -109,6 +117,11 @@ func (p *Publisher) Publish(ctx context.Context, id, routingKey string, body []b
 		}
 		return err
 	})
+	var ue *unreachableError
+	if errors.As(err, &ue) {
+		return fmt.Errorf("amqpconsumer: publish %s: %w", id, err)
+	}
+	return err
 }
 
 // errLost is matched by publish's error when the channel was lost before
@@ -149,7 +162,17 @@ returns:
 	}
 	if !acked {
 		if ch.IsClosed() {
-			// amqp091-go nacks the confirms outstanding on a closed channel.
+			// amqp091-go nacks the confirms outstanding on a closed
+			// channel, after it told why the channel closed. The broker
+			// closes a publisher's channel to refuse a publish.
+			var why *amqp.Error
+			select {
+			case why = <-p.closes:
+			default:
+			}
+			if why != nil && why.Server && !connectionLost(why) {
+				return fmt.Errorf("%w the publish of %s to %q: %w", ErrRefused, id, p.exchange, why)
+			}
 			return fmt.Errorf("amqpconsumer: publish %s: %w", id, errLost)
 		}
 		return fmt.Errorf("%w: %s", ErrNacked, id)

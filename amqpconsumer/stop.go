@@ -24,10 +24,11 @@ const lateQuiet = 250 * time.Millisecond
 // unacked. The close gives them all back, costing each the delivery a
 // give-back costs: a handed-over one is then dead-lettered, a copy of a
 // message its store owns. It stops once its prefetch is full (the queue
-// can send nothing more), once nothing came for lateQuiet, or when the
-// grace period ends.
-func (c *Consumer) settleLate(ctx context.Context, deliveries <-chan amqp.Delivery) {
-	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.grace)
+// can send nothing more), once nothing came for lateQuiet, or at the end
+// of the stop's grace period, deadline (after lateQuiet at least: what
+// the queue had sent is taken even when the handlers used all the grace).
+func (c *Consumer) settleLate(deliveries <-chan amqp.Delivery, deadline time.Time) {
+	grace, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(lateQuiet)))
 	defer cancel()
 	quiet := time.NewTimer(lateQuiet)
 	defer quiet.Stop()

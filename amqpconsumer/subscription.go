@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -11,13 +12,14 @@ import (
 // subscription is a channel consuming the queue.
 type subscription struct {
 	ch         *amqp.Channel
+	conn       *amqp.Connection // ch's
 	tag        string
 	deliveries <-chan amqp.Delivery
 	closed     <-chan *amqp.Error
 }
 
 // subscribe consumes queue on ch with a prefetch of prefetch.
-func subscribe(ch *amqp.Channel, queue, tag string, prefetch int) (*subscription, error) {
+func subscribe(ch *amqp.Channel, conn *amqp.Connection, queue, tag string, prefetch int) (*subscription, error) {
 	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return nil, fmt.Errorf("amqpconsumer: set the prefetch: %w", err)
 	}
@@ -26,7 +28,7 @@ func subscribe(ch *amqp.Channel, queue, tag string, prefetch int) (*subscription
 	if err != nil {
 		return nil, fmt.Errorf("amqpconsumer: consume %s: %w", queue, err)
 	}
-	return &subscription{ch: ch, tag: tag, deliveries: deliveries, closed: closed}, nil
+	return &subscription{ch: ch, conn: conn, tag: tag, deliveries: deliveries, closed: closed}, nil
 }
 
 // lostErr returns why the subscription's deliveries ended.
@@ -59,10 +61,13 @@ func (o *opener) open(ctx context.Context) (*subscription, error) {
 	var sub *subscription
 	var err error
 	if c.dialer == nil {
-		sub, err = o.openOn(c.conn.Channel)
+		sub, err = o.openOn(func() (*amqp.Channel, *amqp.Connection, error) {
+			ch, err := c.conn.Channel()
+			return ch, c.conn, err
+		})
 	} else {
 		err = retryDo(ctx, c.dialer, func(ctx context.Context) error {
-			sub, err = o.openOn(func() (*amqp.Channel, error) { return c.dialer.channel(ctx) })
+			sub, err = o.openOn(func() (*amqp.Channel, *amqp.Connection, error) { return c.dialer.channel(ctx) })
 			return err
 		})
 	}
@@ -72,7 +77,7 @@ func (o *opener) open(ctx context.Context) (*subscription, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.stopped {
-		_ = sub.ch.Close()
+		c.dialer.closeChannel(sub.ch, sub.conn, time.Now().Add(closeTimeout))
 		return nil, context.Canceled
 	}
 	o.current = sub
@@ -80,14 +85,14 @@ func (o *opener) open(ctx context.Context) (*subscription, error) {
 }
 
 // openOn opens a channel with open and subscribes on it.
-func (o *opener) openOn(open func() (*amqp.Channel, error)) (*subscription, error) {
-	ch, err := open()
+func (o *opener) openOn(open func() (*amqp.Channel, *amqp.Connection, error)) (*subscription, error) {
+	ch, conn, err := open()
 	if err != nil {
 		return nil, err
 	}
-	sub, err := subscribe(ch, o.c.queue, o.c.tag, o.c.pre)
+	sub, err := subscribe(ch, conn, o.c.queue, o.c.tag, o.c.pre)
 	if err != nil {
-		_ = ch.Close()
+		o.c.dialer.closeChannel(ch, conn, time.Now().Add(closeTimeout))
 		return nil, err
 	}
 	return sub, nil
@@ -110,13 +115,26 @@ func (o *opener) isStopped() bool {
 	return o.stopped
 }
 
-// close closes the current subscription's channel.
-func (o *opener) close() {
+// close closes the current subscription's channel, waiting for the
+// broker's answer until deadline, or closeFloor if that is later; past
+// it, a Conn's connection is closed hard (see Conn.closeChannel).
+func (o *opener) close(deadline time.Time) {
 	o.mu.Lock()
 	sub := o.current
 	o.current = nil
 	o.mu.Unlock()
 	if sub != nil {
-		_ = sub.ch.Close()
+		o.c.dialer.closeChannel(sub.ch, sub.conn, later(deadline, time.Now().Add(closeFloor)))
 	}
+}
+
+// closeFloor is the least a stopping consumer waits for the close of its
+// channel, when its grace has ended.
+const closeFloor = 250 * time.Millisecond
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
