@@ -26,7 +26,7 @@ type Caller struct {
 // NewCaller returns a Caller with the policy given by opts. Unless
 // WithBudget is given, it has a budget of its own, DefaultBudget().
 // WithClassifier, and the options of HTTP bodies and status codes
-// (WithBodyBufferLimit, WithRetryOn500), do not apply: the protocol
+// (WithBodyBufferLimit, WithRetryStatuses), do not apply: the protocol
 // classifies its own answers.
 func NewCaller(opts ...Option) *Caller {
 	c := newConfig(opts)

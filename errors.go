@@ -20,6 +20,10 @@ var (
 	ErrBudgetDenied = errors.New("retry: retry budget denied")
 	// ErrPermanent: the last error is not transient (or was marked with Permanent).
 	ErrPermanent = errors.New("retry: permanent error")
+	// ErrStatusNotRetried: the response's status is a failure the policy
+	// does not retry (a 500 or a 501, say; see WithRetryStatuses): handed
+	// back as the server's answer.
+	ErrStatusNotRetried = errors.New("retry: the response's status is not retried")
 	// ErrCancelled: the caller's context was cancelled.
 	ErrCancelled = errors.New("retry: cancelled")
 	// ErrNotIdempotent: the attempt failed in a way worth retrying, but the
@@ -27,7 +31,8 @@ var (
 	// shown it honours, see WithKeysHonoured) and may have reached the
 	// server, so repeating it could repeat its effect.
 	ErrNotIdempotent = errors.New("retry: request may have been processed and is not idempotent")
-	// ErrPushback: the server said not to retry at all (see PushbackHeader).
+	// ErrPushback: the server said not to retry at all: PushbackHeader, or
+	// x-should-retry or Stripe-Should-Retry set to false.
 	ErrPushback = errors.New("retry: server pushback")
 	// ErrRetryAfterTooLong: the server asked for a wait (Retry-After, or a
 	// RetryAfter marker) longer than WithMaxRetryAfter allows; with
@@ -53,7 +58,7 @@ type Error struct {
 	// Attempts is the number of times the operation was called.
 	Attempts int
 	// Reason is one of ErrAttemptsExhausted, ErrDeadline, ErrBudgetDenied,
-	// ErrPermanent, ErrCancelled, ErrPushback, ErrRetryAfterTooLong,
+	// ErrPermanent, ErrStatusNotRetried, ErrCancelled, ErrPushback, ErrRetryAfterTooLong,
 	// ErrNotIdempotent, ErrBodyNotReplayable or ErrDependencyDown.
 	Reason error
 	// Last is the error of the last attempt (with markers such as Permanent

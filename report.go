@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 )
@@ -74,4 +75,36 @@ type StatusError struct {
 // Error names the status.
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("retry: last response was %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+}
+
+// handedBackKey is the context key, on the request of a response handed
+// back after the loop stopped, of its Report.
+type handedBackKey struct{}
+
+// ReportOf returns the Report of the Transport's round trip that handed
+// resp back although it failed (a 503 after the attempts ran out, a 500
+// that is not retried, a 429 whose Retry-After was too long), and true:
+// why retrying stopped, read from the response itself, with no WithReport
+// threaded in. It returns false for a response that succeeded or is a
+// final answer (a 404, say), and for one no Transport of this package
+// handed back.
+func ReportOf(resp *http.Response) (Report, bool) {
+	if resp == nil || resp.Request == nil {
+		return Report{}, false
+	}
+	r, ok := resp.Request.Context().Value(handedBackKey{}).(*Report)
+	if !ok {
+		return Report{}, false
+	}
+	return *r, true
+}
+
+// markHandedBack gives resp the report of the loop that handed it back
+// although it failed (see ReportOf): its Request is a copy carrying it.
+// Only a failed response handed back pays for it: call it only then.
+func markHandedBack(resp *http.Response, r Report) {
+	if resp == nil || resp.Request == nil {
+		return
+	}
+	resp.Request = resp.Request.WithContext(context.WithValue(resp.Request.Context(), handedBackKey{}, &r))
 }

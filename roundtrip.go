@@ -142,7 +142,11 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 	}
 	if rt.resp != nil {
 		rt.stopDrain()
-		return rt.handBack(), nil
+		resp := rt.handBack()
+		if reason != nil && !rt.nested {
+			markHandedBack(resp, Report{Attempts: n, Reason: reason, StatusCode: last.status, IdempotencyKey: rt.reportedKey()})
+		}
+		return resp, nil
 	}
 	ctxErr := loopContextErr(rt.ctx, rt.c.clock, rt.deadline)
 	var kept *http.Response
@@ -153,6 +157,9 @@ func (rt *roundTrip) finish(n int, last outcome, reason error) (*http.Response, 
 	rt.endAttempt()
 	rt.cancelLoop()
 	if kept != nil {
+		if reason != nil && !rt.nested {
+			markHandedBack(kept, Report{Attempts: n, Reason: reason, StatusCode: last.status, IdempotencyKey: rt.reportedKey()})
+		}
 		return kept, nil
 	}
 	if last.err == nil && last.status != 0 {

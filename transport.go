@@ -12,8 +12,9 @@ import (
 //   - GET, HEAD, OPTIONS, TRACE, PUT and DELETE, and any request that carries
 //     an idempotency key its host honours (see below), are retried on
 //     transient errors (timeouts, resets, refused connections) and on 502,
-//     503, 504 and 429 (and 500 with
-//     WithRetryOn500). A 409 to a keyed request that carries Retry-After
+//     503, 504 and 429 (WithRetryStatuses sets others: 500, 408, ...; a
+//     server's x-should-retry or Stripe-Should-Retry overrules the set for
+//     its answer, true to retry a 500 or a 409, false never to retry). A 409 to a keyed request that carries Retry-After
 //     means "the first copy is still in progress" (our idempotency
 //     middleware's answer): it is waited out, each wait longer than the one
 //     before, neither charged to the budget nor counted as an attempt,

@@ -15,7 +15,7 @@ type httpConfig struct {
 	honoured   honouredHosts // the hosts WithKeysHonoured names
 	idempotent bool          // requests are safe to repeat, whatever their method
 	bodyLimit  int64
-	retry500   bool
+	statuses   statusSet // the statuses retried (zero: the defaults)
 }
 
 func defaultHTTPConfig() httpConfig {
@@ -73,10 +73,4 @@ func WithIdempotent() Option {
 func WithBodyBufferLimit(n int64) Option {
 	n = max(n, 0)
 	return optionFunc(func(c *config) { c.http.bodyLimit = n })
-}
-
-// WithRetryOn500 retries 500 Internal Server Error like 502, 503 and 504. It
-// is off by default: a 500 is more often a bug than a blip.
-func WithRetryOn500() Option {
-	return optionFunc(func(c *config) { c.http.retry500 = true })
 }

@@ -311,7 +311,7 @@ func TestStatusesThatAreNotRetried(t *testing.T) {
 
 func TestRetryOn500ByOption(t *testing.T) {
 	srv := newScriptServer(t, 500, 200)
-	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithRetryOn500())
+	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithRetryStatuses(500, 502, 503, 504, 429))
 	resp, err := client.Get(srv.URL)
 	require.NoError(t, err)
 	readAll(t, resp)

@@ -30,25 +30,35 @@ func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	code := resp.StatusCode
 	safe := rt.replayable()
 	honourRetryAfter := false
+	hint := 0
+	if code >= 400 {
+		hint = serverHint(resp.Header)
+	}
 	switch {
-	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
-		o.bad, o.retry, honourRetryAfter = true, safe, true
-	case code == http.StatusBadGateway, code == http.StatusGatewayTimeout:
-		o.bad, o.retry = true, safe
-	case code == http.StatusInternalServerError:
-		o.bad, o.retry = true, safe && rt.c.http.retry500
-	case code == http.StatusConflict && rt.keyed && len(resp.Header["Retry-After"]) > 0:
+	case code == http.StatusConflict && rt.keyed && len(resp.Header["Retry-After"]) > 0 && hint >= 0:
 		// A 409 with Retry-After to a keyed request: the server says the
 		// first attempt with this key is still in progress (our
 		// middleware's answer) and when to come back; its outcome is
 		// coming. A 409 without it is a conflict (a merge conflict, a
 		// resource that exists already): a final answer, handed back.
 		o.retry, o.pending, honourRetryAfter = true, true, true
-	case code >= 500:
+	case hint > 0:
+		// The server says this one is worth repeating (a 500 or a 409
+		// its SDK retries): retried when it is safe to.
+		o.bad, o.retry, honourRetryAfter = true, safe, true
+	case rt.c.http.statuses.has(code):
+		o.bad, o.retry, honourRetryAfter = true, safe, true
+	case code >= 500, code == http.StatusTooManyRequests:
 		o.bad = true
 	}
-	if o.bad && !safe && code != http.StatusInternalServerError && code < 505 {
+	switch {
+	case hint < 0 && (o.bad || o.retry):
+		// The server says not to repeat it.
+		o.retry, o.pending, o.stop = false, false, ErrPushback
+	case o.bad && !safe && (hint > 0 || rt.c.http.statuses.has(code)):
 		o.stop = ErrNotIdempotent
+	case o.bad && !o.retry:
+		o.stop = ErrStatusNotRetried
 	}
 	if len(resp.Header[PushbackHeader]) > 0 {
 		o.bad, o.retry, o.stop = true, false, ErrPushback
