@@ -78,6 +78,10 @@ func (rt *roundTrip) start(t *Transport, req *http.Request) {
 	if rt.keyed && !rt.idempotent {
 		rt.honoured = c.http.honoured.covers(req.URL)
 	}
+	if !rt.nested {
+		rt.yieldToLayerAbove(req)
+		c = rt.c
+	}
 	if c.budget != nil {
 		c.budget.Requested()
 	}
@@ -105,6 +109,28 @@ func (rt *roundTrip) applyPolicy(p requestOptions, nested bool) {
 		c.adaptive.hedge = false
 	}
 	rt.c = c
+}
+
+// yieldToLayerAbove gives the request fewer attempts when it shows a retry
+// layer above the Transport: an SDK that says it retries (see sdkAttempts)
+// or a key of the caller's sent recently (an outer layer's retry).
+func (rt *roundTrip) yieldToLayerAbove(req *http.Request) {
+	n := 0
+	if !rt.c.http.noYield {
+		n = sdkAttempts(req.Header, rt.c.maxAttempts)
+	}
+	if rt.keyed && rt.key == "" && rt.t.recentKeys.seen(req.URL.Host, firstValue(req.Header, rt.c.http.keyHeader)) {
+		n = 1
+	}
+	if n == 0 || n >= rt.c.maxAttempts {
+		return
+	}
+	if rt.c == &rt.t.cfg {
+		c := new(config)
+		*c = rt.t.cfg // a copy: the Transport's own policy never changes
+		rt.c = c
+	}
+	rt.c.maxAttempts = n
 }
 
 // run runs the retry loop and hands back its result. A panic in the

@@ -16,6 +16,7 @@ type httpConfig struct {
 	idempotent bool          // requests are safe to repeat, whatever their method
 	bodyLimit  int64
 	statuses   statusSet // the statuses retried (zero: the defaults)
+	noYield    bool      // the SDKs' headers are ignored (see WithoutYielding)
 }
 
 func defaultHTTPConfig() httpConfig {
