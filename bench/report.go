@@ -89,6 +89,9 @@ func WriteMarkdown(w io.Writer, res Results) error {
 		}
 		return fmt.Sprintf("%d (%d attempts)", r.Reuse.Conns, r.Reuse.Attempts)
 	})
+	row(fmt.Sprintf("server that ignores keys: duplicate effects of %d POSTs, every tenth reset after its effect (defaults)", s.IgnoredKeysRequests), func(r LibResult) string {
+		return fmt.Sprintf("%d (%d failed)", r.IgnoredKeys.Duplicates, r.IgnoredKeys.Failed)
+	})
 	st := s.Storm
 	offeredInOutage := st.Outage.Seconds() * float64(st.Rate)
 	row(fmt.Sprintf("retry storm: attempts per request offered during the %v outage", st.Outage), func(r LibResult) string {

@@ -122,6 +122,23 @@ func TestReplayKeysReuse(t *testing.T) {
 	}
 }
 
+// Against a server that ignores keys, a POST whose connection was reset
+// after its effect is not sent again by ours (nor by the plain client):
+// no duplicate. Each tenth request is reset once.
+func TestIgnoredKeysNoDuplicateOurs(t *testing.T) {
+	res := quickResults(t)
+	for _, r := range res.Libs {
+		ik := r.IgnoredKeys
+		if ik.Requests == 0 || ik.Effects < ik.Requests-ik.Failed {
+			t.Errorf("%s: ignored keys %+v: a request without its effect", r.Library.Name, ik)
+		}
+		if (isOurs(r.Library) || !r.Library.Retries) && ik.Duplicates != 0 {
+			t.Errorf("%s: ignored keys %+v: want no duplicate", r.Library.Name, ik)
+		}
+		t.Logf("%s: %+v", r.Library.Name, ik)
+	}
+}
+
 func TestRetryAfterOurs(t *testing.T) {
 	res := quickResults(t)
 	r := res.Libs[0]

@@ -26,6 +26,9 @@ type Settings struct {
 	NestedRequestTimeout          time.Duration
 
 	ReuseRequests int
+	// IgnoredKeysRequests is how many POSTs go to the server that ignores
+	// keys (see IgnoredKeys).
+	IgnoredKeysRequests int
 	// The three storms: an outage, a flapping service, a brownout.
 	Storm, Flap, Brownout StormConfig
 	// SlowStorm is the outage storm against a service that takes its
@@ -65,6 +68,7 @@ func DefaultSettings() Settings {
 		NestedCallers:          10,
 		NestedRequestTimeout:   30 * time.Second,
 		ReuseRequests:          10,
+		IgnoredKeysRequests:    1000,
 		Storm: StormConfig{
 			Policy: Defaults, Rate: 200, Offer: 8 * time.Second, Outage: 3 * time.Second,
 			Window: 10 * time.Second, Bucket: 250 * time.Millisecond,
@@ -128,6 +132,7 @@ func QuickSettings() Settings {
 	s.PolicyRequestTimeout = 300 * time.Millisecond
 	s.NestedRequests, s.NestedCallers = 1, 1
 	s.ReuseRequests = 2
+	s.IgnoredKeysRequests = 40
 	s.Storm.Rate, s.Storm.Offer, s.Storm.Outage, s.Storm.Window = 50, 200*time.Millisecond, 100*time.Millisecond, 250*time.Millisecond
 	s.Storm.Bucket = 50 * time.Millisecond
 	s.Storm.RequestTimeout = 200 * time.Millisecond
@@ -163,6 +168,7 @@ type LibResult struct {
 	RASeconds, RADate, RALong RetryAfterResult
 	Replay                    ReplayResult
 	Reuse                     ReuseResult
+	IgnoredKeys               IgnoredKeysResult
 	Storm, Flap, Brownout     StormResult
 	SlowStorm                 StormResult
 	TwoHosts                  TwoHostsResult
@@ -234,6 +240,7 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 		}
 	})
 	step("Retry-After, body replay, keys, reuse", func(r *LibResult) {
+		r.IgnoredKeys = IgnoredKeys(ctx, r.Library, s.IgnoredKeysRequests)
 		if !r.Library.Retries {
 			return
 		}
