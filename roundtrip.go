@@ -112,15 +112,11 @@ func (rt *roundTrip) applyPolicy(p requestOptions, nested bool) {
 }
 
 // yieldToLayerAbove gives the request fewer attempts when it shows a retry
-// layer above the Transport: an SDK that says it retries (see sdkAttempts)
-// or a key of the caller's sent recently (an outer layer's retry).
+// layer above the Transport: an SDK that says it retries (see sdkAttempts).
 func (rt *roundTrip) yieldToLayerAbove(req *http.Request) {
 	n := 0
 	if !rt.c.http.noYield {
 		n = sdkAttempts(req.Header, rt.c.maxAttempts)
-	}
-	if rt.keyed && rt.key == "" && rt.t.recentKeys.seen(req.URL.Host, firstValue(req.Header, rt.c.http.keyHeader)) {
-		n = 1
 	}
 	if n == 0 || n >= rt.c.maxAttempts {
 		return

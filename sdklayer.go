@@ -1,11 +1,9 @@
 package retry
 
 import (
-	"hash/maphash"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // An SDK that retries on its own (AWS, Stripe, OpenAI, Anthropic, ...) put
@@ -25,14 +23,12 @@ import (
 //   - X-Stripe-Client-User-Agent (every Stripe SDK sends it on every request;
 //     stripe-go v82 retries 2 times by default: network errors, bodies that
 //     are not Stripe errors, and 429 lock_timeout): one attempt each.
-//   - A key of the caller's (the key header set on the request) that this
-//     Transport sent recently: the request is an outer layer's retry (an SDK
-//     resends its own key, as stripe-go does; so does code that repeats a
-//     call after the Transport gave up): one attempt.
 //
+// A key the caller repeats is not taken for an SDK's retry: code that
+// sends one logical request again (after a crash, in the next round of a
+// job) deserves the Transport's retries as much as the first time.
 // WithoutYielding ignores the SDKs' headers (for an SDK whose own retries
-// are off but which still sends them); a repeated key still gets one
-// attempt. A 409 that says an earlier copy is in progress is still waited
+// are off but which still sends them). A 409 that says an earlier copy is in progress is still waited
 // out, and a host that is down is still waited for: neither is an attempt.
 
 // sdkAttempts returns how many attempts of its policy's ours the Transport
@@ -83,55 +79,7 @@ func parseAmzSDKRequest(v string) (attempt, maxAttempts int, ok bool) {
 // request's headers say an SDK above it retries it too (Amz-Sdk-Request,
 // X-Stainless-Retry-Count, X-Stripe-Client-User-Agent; see Transport). Give
 // it when that SDK's own retries are off (stripe-go with MaxNetworkRetries
-// 0, say): its headers then no longer tell of a layer that retries. A
-// request that repeats a key of the caller's the Transport sent recently
-// still gets one attempt: that repeat is an outer layer's retry.
+// 0, say): its headers then no longer tell of a layer that retries.
 func WithoutYielding() Option {
 	return optionFunc(func(c *config) { c.http.noYield = true })
-}
-
-// maxRecentKeys bounds the keys of the caller's a Transport remembers; past
-// it, the oldest is forgotten for each new one.
-const maxRecentKeys = 4096
-
-// recentKeys are the keys of the caller's (host and key) that a Transport
-// sent recently, hashed, so that a request that carries one again is known
-// for an outer layer's retry. Safe for concurrent use; the zero value
-// remembers none and allocates on its first key. Requests without a key of
-// the caller's never touch it.
-type recentKeys struct {
-	mu   sync.Mutex
-	seed maphash.Seed
-	set  map[uint64]struct{}
-	ring []uint64 // the hashes in the order they came, a circle of maxRecentKeys
-	next int      // where the next hash goes in ring
-}
-
-// seen reports whether key was sent to host recently, and remembers it.
-func (r *recentKeys) seen(host, key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.set == nil {
-		r.seed = maphash.MakeSeed()
-		r.set = make(map[uint64]struct{}, maxRecentKeys)
-		r.ring = make([]uint64, 0, maxRecentKeys)
-	}
-	var h maphash.Hash
-	h.SetSeed(r.seed)
-	h.WriteString(host)
-	h.WriteByte(0)
-	h.WriteString(strings.TrimSpace(key))
-	sum := h.Sum64()
-	if _, ok := r.set[sum]; ok {
-		return true
-	}
-	if len(r.ring) < maxRecentKeys {
-		r.ring = append(r.ring, sum)
-	} else {
-		delete(r.set, r.ring[r.next])
-		r.ring[r.next] = sum
-		r.next = (r.next + 1) % maxRecentKeys
-	}
-	r.set[sum] = struct{}{}
-	return false
 }

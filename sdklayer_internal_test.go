@@ -1,45 +1,11 @@
 package retry
 
 import (
-	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 )
-
-func TestTheKeyMemoryIsBoundedAndForgetsTheOldest(t *testing.T) {
-	var r recentKeys
-	for i := range maxRecentKeys + 10 {
-		assert.False(t, r.seen("h", fmt.Sprint("k-", i)))
-	}
-	assert.Len(t, r.set, maxRecentKeys)
-	assert.False(t, r.seen("h", "k-0"), "the oldest were forgotten")
-	assert.True(t, r.seen("h", fmt.Sprint("k-", maxRecentKeys+9)))
-	assert.False(t, r.seen("other", fmt.Sprint("k-", maxRecentKeys+9)), "a key is its host's")
-	assert.Len(t, r.set, maxRecentKeys)
-}
-
-func TestTheKeyMemoryIsSafeForConcurrentUse(t *testing.T) {
-	var r recentKeys
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	firsts := 0
-	for range 8 {
-		wg.Go(func() {
-			for i := range 500 {
-				if !r.seen("h", fmt.Sprint(i)) {
-					mu.Lock()
-					firsts++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, 500, firsts, "each key is new exactly once")
-}
 
 func TestParseAmzSDKRequest(t *testing.T) {
 	for _, tc := range []struct {

@@ -66,9 +66,7 @@ import (
 //     AWS SDKs), the SDK's attempts before its last get one attempt each and
 //     its last what is left of ours, max(ours-(M-1), 1); a request with
 //     X-Stainless-Retry-Count (the OpenAI and Anthropic SDKs) or
-//     X-Stripe-Client-User-Agent (the Stripe SDKs) gets one attempt; so does
-//     one that repeats a key of the caller's this Transport sent recently
-//     (an outer layer's retry; the last 4,096 keys are remembered).
+//     X-Stripe-Client-User-Agent (the Stripe SDKs) gets one attempt.
 //     WithoutYielding ignores the SDKs' headers, for an SDK whose own
 //     retries are off.
 //   - No attempt waits for its response forever: without a deadline or an
@@ -110,9 +108,6 @@ type Transport struct {
 	// keys, and the keyed requests out to those not known yet (see
 	// WithKeysHonoured).
 	keyHosts keyHosts
-	// recentKeys are the keys of the caller's sent recently: a request that
-	// repeats one is an outer layer's retry (see sdkAttempts).
-	recentKeys recentKeys
 
 	// zero and dflt serve the zero Transport.
 	zero sync.Once
