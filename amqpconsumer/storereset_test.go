@@ -1,18 +1,14 @@
 package amqpconsumer_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/idempotency"
-	"github.com/exactlyonce/retry/idempotency/consumer"
-	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/internal/drill"
 )
 
@@ -35,37 +31,18 @@ func TestStoreConnectionsResetLoseNothing(t *testing.T) {
 	queue, dlq := newQueue(t, conn, resetLimit)
 	ch := channel(t, conn)
 	_, direct, schema := newOutbox(t)
-	ctx := context.Background()
-	effects := pgx.Identifier{schema, "effects"}.Sanitize()
-	_, err := direct.Exec(ctx, "CREATE TABLE "+effects+" (key text NOT NULL)")
-	require.NoError(t, err)
+	effects := drill.NewEffects(t, direct, schema)
 	for i := range resetMessages {
 		publish(t, ch, queue, keyOf(i), bodyOf(i))
 	}
 
 	proxy, store := drill.ProxiedStore(t, pgDSN(), schema)
 	runner := idempotency.NewRunner(store, idempotency.WithLease(2*time.Second))
-	handler := func(ctx context.Context, m *consumer.Message) error {
-		tx, _ := pgstore.TxFrom(ctx)
-		_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", m.Key)
-		return err
-	}
-	c, err := amqpconsumer.New(conn, queue, config(runner, handler), amqpconsumer.WithDeliveryLimit(resetLimit))
+	c, err := amqpconsumer.New(conn, queue, config(runner, effects.Handler), amqpconsumer.WithDeliveryLimit(resetLimit))
 	require.NoError(t, err)
 	start(t, c)
 
-	effectCount := func() (all, distinct int) {
-		require.NoError(t, direct.QueryRow(ctx, "SELECT count(*), count(DISTINCT key) FROM "+effects).Scan(&all, &distinct))
-		return all, distinct
-	}
-	eventually(t, "30% of the effects", func() bool { all, _ := effectCount(); return all >= resetMessages*3/10 })
-	proxy.Refuse(true)
-	cut := proxy.Cut()
-	refused := time.NewTimer(resetRefused)
-	<-refused.C // the outage's length, not a wait for something to happen
-	proxy.Refuse(false)
-	eventually(t, "65% of the effects", func() bool { all, _ := effectCount(); return all >= resetMessages*65/100 })
-	cut += proxy.Cut()
+	cut := effects.ResetStoreTwice(t, proxy, resetMessages, resetRefused)
 	// Every delivery settled: acked after its outcome was stored, or
 	// (what must not happen) terminated.
 	eventually(t, "every delivery settled", func() bool {
@@ -73,7 +50,7 @@ func TestStoreConnectionsResetLoseNothing(t *testing.T) {
 		return st.Executed+st.Duplicates >= resetMessages || st.Terminated > 0
 	})
 
-	all, distinct := effectCount()
+	all, distinct := effects.Count(t)
 	st := c.Stats()
 	t.Logf("%d connections reset; %d effects of %d keys; stats %+v", cut, all, distinct, st)
 	assert.Equal(t, resetMessages, all, "each effect once")

@@ -1,18 +1,15 @@
 package natsconsumer_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
-	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
 )
@@ -36,41 +33,22 @@ func TestStoreConnectionsResetLoseNothing(t *testing.T) {
 	stream := newStream(t, js)
 	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: resetMaxDeliver, AckWait: 2 * time.Second})
 	_, direct, schema := newOutbox(t)
-	ctx := context.Background()
-	effects := pgx.Identifier{schema, "effects"}.Sanitize()
-	_, err := direct.Exec(ctx, "CREATE TABLE "+effects+" (key text NOT NULL)")
-	require.NoError(t, err)
+	effects := drill.NewEffects(t, direct, schema)
 	for i := range resetMessages {
 		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
 	}
 
 	proxy, store := drill.ProxiedStore(t, pgDSN(), schema)
 	runner := idempotency.NewRunner(store, idempotency.WithLease(2*time.Second))
-	handler := func(ctx context.Context, m *consumer.Message) error {
-		tx, _ := pgstore.TxFrom(ctx)
-		_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", m.Key)
-		return err
-	}
-	c, err := natsconsumer.New(cons, consumer.Config{Runner: runner, Name: "ship", Handler: handler, Logger: quiet()})
+	c, err := natsconsumer.New(cons, consumer.Config{Runner: runner, Name: "ship", Handler: effects.Handler, Logger: quiet()})
 	require.NoError(t, err)
 	start(t, c)
 
-	count := func() (all, distinct int) {
-		require.NoError(t, direct.QueryRow(ctx, "SELECT count(*), count(DISTINCT key) FROM "+effects).Scan(&all, &distinct))
-		return all, distinct
-	}
-	eventually(t, "30% of the effects", func() bool { all, _ := count(); return all >= resetMessages*3/10 })
-	proxy.Refuse(true)
-	cut := proxy.Cut()
-	refused := time.NewTimer(resetRefused)
-	<-refused.C // the outage's length, not a wait for something to happen
-	proxy.Refuse(false)
-	eventually(t, "65% of the effects", func() bool { all, _ := count(); return all >= resetMessages*65/100 })
-	cut += proxy.Cut()
+	cut := effects.ResetStoreTwice(t, proxy, resetMessages, resetRefused)
 	// Every delivery acked (after its outcome was stored) or terminated.
 	eventually(t, "every delivery settled", func() bool { return settled(t, cons) })
 
-	all, distinct := count()
+	all, distinct := effects.Count(t)
 	st := c.Stats()
 	t.Logf("%d connections reset; %d effects of %d keys; stats %+v", cut, all, distinct, st)
 	assert.Equal(t, resetMessages, all, "each effect once")
