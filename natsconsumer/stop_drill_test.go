@@ -55,19 +55,6 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 	})
 }
 
-// The same consumer processes SIGKILLed during the outage, holding the
-// broker's last deliveries (claimed with the started mark) and running
-// handlers: the new consumer's own Reconciler finishes them, with nothing
-// started beside it.
-func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
-	stopDrill(t, func(children []*drillProcess) {
-		for _, c := range children {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
-	})
-}
-
 // stopDrill runs the drill, ending the children with end while their
 // dependency is down.
 func stopDrill(t *testing.T, end func([]*drillProcess)) {
