@@ -105,10 +105,11 @@ func (b *Batch) Do(ctx context.Context, i int, work Work) (Result, error) {
 	if !fresh || (c.Outcome == ClaimMismatch && req.Refingerprint != nil) {
 		return b.r.do(ctx, req, work, begin)
 	}
-	_, work, err := b.r.claimRequest(req, work)
+	cr, work, err := b.r.claimRequest(req, work)
 	if err != nil {
 		return Result{}, err
 	}
+	c.lease = cr.Lease
 	return b.r.claimedWith(ctx, c, b.at, work, OutcomeExecuted, begin)
 }
 

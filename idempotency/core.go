@@ -71,6 +71,13 @@ type Request struct {
 	// again, such as a broker's last delivery of a message. Without Work it
 	// is an error: nothing could resume the execution.
 	StartedAtClaim bool
+	// Lease, when shorter than the Runner's lease, is how long this
+	// execution's claim (and each renewal of it) holds before another
+	// claim may take the key over: a caller that keeps its executions
+	// alive with Execution.Extend, as the message consumers do, can take a
+	// short one, so that an execution whose process died is taken over
+	// sooner. 0 (or a longer one): the Runner's lease.
+	Lease time.Duration
 }
 
 // Work is a unit of work run by Runner.Do at most once per key to completion.
@@ -262,6 +269,7 @@ func (r *Runner) do(ctx context.Context, req Request, work Work, begin txBeginne
 		r.observe(ctx, OutcomeFailed, req.Caller, req.Key, 0, err)
 		return Result{}, err
 	}
+	c.lease = cr.Lease
 	return r.claimedWith(ctx, c, claimed, work, OutcomeExecuted, begin)
 }
 
@@ -274,6 +282,9 @@ func (r *Runner) claimRequest(req Request, work Work) (ClaimRequest, Work, error
 	cr := ClaimRequest{
 		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
 		Lease: r.lease, TTL: r.ttl,
+	}
+	if req.Lease > 0 && req.Lease < r.lease {
+		cr.Lease = req.Lease
 	}
 	if req.Work != "" {
 		if work == nil {
@@ -354,13 +365,13 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		// executions take (it stalled, or its process did); none counts for
 		// more than a lease, after which a repeat may take over anyway.
 		if !errors.Is(err, ErrLeaseLost) {
-			r.times.observe(min(r.clock.Since(start), r.lease))
+			r.times.observe(min(r.clock.Since(start), e.lease))
 		}
 	}()
 	f := e.Fence()
 	bg := context.WithoutCancel(ctx)
 	// The Work's context: ctx's values, bounded by the lease, not by ctx.
-	e.ctx = newLeaseContext(ctx, r.clock, claimed.Add(r.lease))
+	e.ctx = newLeaseContext(ctx, r.clock, claimed.Add(e.lease))
 	defer e.ctx.stop()
 	wctx := context.WithValue(e.ctx, execKey{}, e)
 	var tx Tx

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Execution is one attempt at running a unit of work, owning its key until it
@@ -12,7 +13,9 @@ import (
 // puts it in the Work's context (FromContext). Its methods are meant for the
 // goroutine running the Work; MarkStarted and Started may be called from any.
 type Execution struct {
-	r       *Runner
+	r *Runner
+	// lease is how long the claim and each renewal of it hold.
+	lease   time.Duration
 	fence   Fence
 	resumed bool
 	started atomic.Bool
@@ -46,10 +49,14 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 	rec := c.Record
 	e := &Execution{
 		r:       r,
+		lease:   c.lease,
 		fence:   rec.Fence(),
 		resumed: c.Outcome == ClaimTakenOver,
 		point:   rec.RecoveryPoint,
 		data:    rec.RecoveryData,
+	}
+	if e.lease <= 0 {
+		e.lease = r.lease
 	}
 	if len(rec.RecoveryData) > 0 {
 		steps, err := decodeSteps(rec.RecoveryData)
@@ -202,12 +209,12 @@ func (e *Execution) Extend(ctx context.Context) error {
 // moves the deadline of the Work's context to the lease's new end.
 func (e *Execution) renew(ctx context.Context, point string, data []byte) error {
 	from := e.r.clock.Now()
-	if err := e.r.store.SaveRecoveryPoint(ctx, e.fence, point, data, e.r.lease); err != nil {
+	if err := e.r.store.SaveRecoveryPoint(ctx, e.fence, point, data, e.lease); err != nil {
 		return err
 	}
 	e.point, e.data = point, data
 	if e.ctx != nil {
-		e.ctx.renew(from.Add(e.r.lease))
+		e.ctx.renew(from.Add(e.lease))
 	}
 	return nil
 }

@@ -116,6 +116,8 @@ const (
 type Claim struct {
 	Outcome ClaimOutcome
 	Record  Record
+	// lease is the lease the Runner claimed with (0: its own).
+	lease time.Duration
 }
 
 // Fence identifies one execution's ownership of a record: Record.Fence of the

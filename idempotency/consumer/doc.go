@@ -90,8 +90,9 @@
 // finishes the executions of the consumer's caller that stalled (their
 // lease ran out): the broker's last deliveries of a consumer that died or
 // stopped, and any execution whose consumer died after a step began. A
-// stalled execution waits out its lease (Runner's WithLease, one minute
-// by default) and then at most one interval. A resumed run that fails
+// stalled execution waits out its lease (DefaultLease, or the Runner's if
+// shorter: the consumer claims with it and renews it every third of it
+// while the handler runs) and then at most one interval. A resumed run that fails
 // permanently parks the message; one that fails otherwise is tried again
 // on a later pass (a record's attempt count says nothing here: the
 // consumer's own runs of a held delivery count too). Any number of

@@ -74,7 +74,8 @@ func (c *Consumer) run(ctx, grace context.Context, d Delivery, m *Message, req i
 }
 
 // request is the Runner's request for m: keyed by its id, with the
-// message stored for the consumer's registered work. On the broker's last
+// message stored for the consumer's registered work, claimed with the
+// consumer's lease. On the broker's last
 // delivery (last), which the broker will never make again, the claim
 // itself marks the execution started: the store owns the message from the
 // claim on, and a Reconciler finishes it whatever dies when.
@@ -86,8 +87,20 @@ func (c *Consumer) request(m *Message, last bool) idempotency.Request {
 		Work:           c.cfg.Name,
 		Input:          encodeInput(m),
 		StartedAtClaim: last,
+		Lease:          c.lease(),
 	}
 }
+
+// DefaultLease is the longest lease a consumer's executions claim with,
+// whatever the Runner's: the consumer renews it every third of it while
+// the handler runs, so a short one costs a renewal now and then, and the
+// messages of a consumer that died are taken over (by the broker's
+// redelivery, or a Reconciler) about this long after.
+const DefaultLease = 10 * time.Second
+
+// lease is the lease the consumer's executions claim with: the Runner's,
+// or DefaultLease if shorter.
+func (c *Consumer) lease() time.Duration { return min(c.cfg.Runner.Lease(), DefaultLease) }
 
 // settle acts on the result of one Runner.Do for d: it acks, gives back or
 // terminates the delivery (done), or says how long to hold it before
@@ -299,7 +312,7 @@ func permanent(err error) bool {
 // the returned stop is called; d may be nil.
 func (c *Consumer) keepAlive(e *idempotency.Execution, d Delivery) (stop func()) {
 	every := c.cfg.KeepAlive
-	if third := c.cfg.Runner.Lease() / 3; third < every {
+	if third := c.lease() / 3; third < every {
 		every = third
 	}
 	ctx, cancel := context.WithCancel(context.Background())
