@@ -22,6 +22,10 @@ const (
 	// running handlers: well within the time a process manager gives a
 	// stopping process before it kills it (30 s on Kubernetes by default).
 	DefaultStopGrace = 20 * time.Second
+	// DefaultReconcileInterval is how often the consumer's Reconciler
+	// looks for stalled executions: with DefaultLease, a dead consumer's
+	// last deliveries are finished within about 15 s.
+	DefaultReconcileInterval = 5 * time.Second
 	// DefaultBatchWait is how long at most the stored outcome of a message
 	// waits for the slower handlers of its batch before it is committed
 	// without them.
@@ -78,7 +82,7 @@ type Config struct {
 	BatchWait time.Duration
 	// ReconcileInterval is how often the consumer's own Reconciler looks
 	// for the stalled executions of its caller (default
-	// idempotency.DefaultReconcileInterval): those of a consumer that
+	// DefaultReconcileInterval): those of a consumer that
 	// died, and the broker's last deliveries a stopping consumer handed to
 	// the store. See the package documentation.
 	ReconcileInterval time.Duration
@@ -122,7 +126,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.BatchWait = DefaultBatchWait
 	}
 	if c.ReconcileInterval <= 0 {
-		c.ReconcileInterval = idempotency.DefaultReconcileInterval
+		c.ReconcileInterval = DefaultReconcileInterval
 	}
 	if c.Clock == nil {
 		c.Clock = clock.New()

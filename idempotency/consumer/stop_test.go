@@ -66,7 +66,7 @@ func TestStopHandsLastDeliveriesToTheNextConsumer(t *testing.T) {
 		next := newConsumer(t, runner, handler)
 		ctx, cancel = context.WithCancel(context.Background())
 		go func() { errc <- next.Run(ctx, &source{}) }()
-		time.Sleep(idempotency.DefaultReconcileInterval)
+		time.Sleep(consumer.DefaultReconcileInterval)
 		synctest.Wait()
 		assert.Equal(t, int32(1), effects.Load())
 		rec, err = runner.Store().Get(context.Background(), "ship", "last")
