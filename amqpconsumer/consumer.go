@@ -36,7 +36,8 @@ func WithKey(key func(d *amqp.Delivery) string) Option {
 // up to n+1 times, the first delivery and n redeliveries, and drops or
 // dead-letters it when the (n+1)th is given back; the consumer takes the
 // (n+1)th (x-delivery-count n) as the last (consumer.Delivery.Last).
-// Values <= 0 mean none (the default).
+// Values <= 0 mean none (the default). Prefer a queue without a limit,
+// and consumer.Config.MaxDeliveries (see the package documentation).
 func WithDeliveryLimit(n int) Option {
 	return func(s *settings) { s.limit = max(n, 0) }
 }
@@ -186,7 +187,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	stopping()
-	if sub := o.halt(); sub != nil {
+	if sub := o.halt(); sub != nil && c.set.limit > 0 {
+		// Without a delivery limit, what the close returns is delivered
+		// again: nothing to settle first.
 		c.settleLate(sub.deliveries, endOfGrace())
 	}
 	return err

@@ -5,8 +5,7 @@
 // so the AMQP client never reaches users of the root module.
 //
 //	conn, _ := amqpconsumer.Dial(url, amqpconsumer.WithSetup(declareQueues))
-//	c, _ := conn.NewConsumer("orders", consumer.Config{Runner: runner, Handler: ship},
-//		amqpconsumer.WithDeliveryLimit(20))
+//	c, _ := conn.NewConsumer("orders", consumer.Config{Runner: runner, Handler: ship})
 //	err := c.Run(ctx)
 //
 // # Keys
@@ -34,33 +33,39 @@
 // the store in any case, with its reason and the message
 // (consumer.Consumer.ListParked, RetryParked).
 //
-// Quorum queues count deliveries (x-delivery-count) and dead-letter a
-// message past their delivery limit (x-delivery-limit; 20 by default from
-// RabbitMQ 4.0): with a limit of n, a message is delivered up to n+1
-// times, and given back on the (n+1)th it is dead-lettered. Tell the
-// consumer the queue's limit with WithDeliveryLimit, and it never gives
-// back that last delivery, which the
-// queue would dead-letter without its reason, but runs it again itself or
-// parks it. Classic queues count nothing: each redelivery is counted as
-// the second.
+// Quorum queues count deliveries (x-delivery-count), and the consumer
+// parks a message whose delivery consumer.Config.MaxDeliveries failed.
+// Give the queue no delivery limit of its own: none before RabbitMQ 4.0,
+// x-delivery-limit -1 from 4.0, whose default is 20. A queue's limit
+// dead-letters a message whose last delivery a consumer took and died
+// before its claim reached the store, and a stopping consumer's channel
+// close returns its undelivered prefetch at the cost of a delivery each,
+// dead-lettering those on their last one. A limit kept all the same: with
+// a limit of n, a message is delivered up to n+1 times; tell the consumer
+// with WithDeliveryLimit, and it never gives back that last delivery but
+// runs it again itself or parks it. Classic queues count nothing: each
+// redelivery is counted as the second, so MaxDeliveries above 2 never
+// parks a message there.
 //
 // # Stopping
 //
 // When Run's context ends, the consumer stops as package
 // idempotency/consumer says: it fetches no more, gives back the
-// deliveries the queue will make again, parks the last ones (acked once
-// stored, never dead-lettered) and waits up to consumer.Config.StopGrace
-// for running handlers. It stays subscribed meanwhile, and then takes
-// what the queue still sends it, for a quorum queue returns the messages
-// it has assigned to a consumer and not yet delivered when the
-// consumer's channel closes (a cancelled subscription never gets them),
-// counting a delivery for each: one on its last delivery would be
-// dead-lettered unseen. The broker's last deliveries among them it parks
-// in the store, the others it keeps unacked, settling none (which would
-// free room for more), until its prefetch is full, nothing came for a
-// quarter of a second, or the grace period ended; then it closes its
-// channel, which gives them back: a parked one is then dead-lettered as
-// well, a copy of a message the store owns (RetryParked runs it).
+// deliveries the queue will make again and waits up to
+// consumer.Config.StopGrace for running handlers; on a queue with a
+// delivery limit, it hands the last ones to the store (acked once
+// stored), for the next consumer's Reconciler. On a queue without a limit
+// nothing more happens. With one, it stays subscribed meanwhile, and
+// then takes what the queue still sends it, for a quorum queue returns
+// the messages it has assigned to a consumer and not yet delivered when
+// the consumer's channel closes, counting a delivery for each: one on
+// its last delivery would be dead-lettered unseen. The last deliveries
+// among them it hands to the store, the others it keeps unacked,
+// settling none (which would free room for more), until its prefetch is
+// full, nothing came for a quarter of a second, or the grace period
+// ended; then it closes its channel, which gives them back: a handed-over
+// one is then dead-lettered as well, a copy of a message the store owns
+// and finishes. A queue without a limit has none of this.
 //
 // # Reconnecting
 //

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ const (
 	drillQueueEnv      = "EXACTLYONCE_TEST_DRILL_QUEUE"
 	drillDependencyEnv = "EXACTLYONCE_TEST_DRILL_DEPENDENCY"
 	drillLogEnv        = "EXACTLYONCE_TEST_DRILL_LOG"
+	drillLimitEnv      = "EXACTLYONCE_TEST_DRILL_LIMIT" // the queue's delivery limit
 )
 
 // Lines the drill's child prints on its stdout.
@@ -67,8 +69,9 @@ func drillChild(schema, queue, depURL string) int {
 	defer logFile.Close()
 	log := drillLogger(logFile)
 	budget := retry.DefaultBudget()
+	limit, _ := strconv.Atoi(os.Getenv(drillLimitEnv))
 	c, err := amqpconsumer.New(conn, queue, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
-		drill.Handler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
+		drill.Handler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(limit))
 	if err != nil {
 		return fail(err)
 	}
@@ -97,6 +100,7 @@ func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *r
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
 		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: log,
+		MaxDeliveries: drillMaxDeliveries,
 		Observer: func(_ context.Context, e consumer.Event) {
 			if e.Kind == consumer.EventSettled {
 				log.Debug("settled", slog.String("key", e.Key), slog.Int("delivery", e.Delivery),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,6 +36,9 @@ const (
 	// drillDeliveryLimit is the queue's x-delivery-limit: the second
 	// delivery is the last.
 	drillDeliveryLimit = 1
+	// drillMaxDeliveries is the consumers' own limit: a message is parked
+	// when its second delivery fails.
+	drillMaxDeliveries = 2
 	// drillStopBound bounds a child's stop, SIGTERM to exit: the grace
 	// period, and as much again for settling what it holds and exiting on
 	// a loaded machine.
@@ -43,25 +47,43 @@ const (
 
 // Two consumer processes, SIGTERMed while their handlers' dependency is
 // down (half its calls fail, half hang), stop within their grace period;
-// a new consumer (with its own Reconciler, for the last deliveries the
-// stopping ones handed to the store) finishes the rest, without anyone
-// running a parked message: every one of 2,000 messages
-// has its effect once, with a delivery limit of 1 (two deliveries) so that last
-// deliveries happen.
+// a new consumer finishes the rest, without anyone running a parked
+// message: every one of 2,000 messages has its effect once. The consumers
+// count deliveries themselves (consumer.Config.MaxDeliveries 2), on a
+// queue without a delivery limit as the quick start sets it up (nothing
+// is dead-lettered), and on one with a limit of 1 (two deliveries), whose
+// last deliveries the stopping consumers hand to the store for the new
+// one's Reconciler.
 func TestStopDuringAnOutageLosesNothing(t *testing.T) {
-	stopDrill(t, func(children []*drillProcess) {
+	stop := func(children []*drillProcess) {
 		for i, took := range stopAll(t, children) {
 			t.Logf("child %d stopped in %v (StopGrace %v): %s", i, took.Round(time.Millisecond), drillGrace, children[i].last)
 			assert.LessOrEqual(t, took, drillStopBound, "child %d's stop", i)
 		}
+	}
+	t.Run("no delivery limit", func(t *testing.T) { stopDrill(t, 0, stop) })
+	t.Run("delivery limit", func(t *testing.T) { stopDrill(t, drillDeliveryLimit, stop) })
+}
+
+// The same consumer processes SIGKILLed during the outage, on a queue
+// without a delivery limit as the quick start sets it up, holding
+// deliveries and running handlers, some on the delivery that reaches
+// their MaxDeliveries: the queue delivers everything they held again, and
+// the new consumer finishes it, nothing dead-lettered.
+func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
+	stopDrill(t, 0, func(children []*drillProcess) {
+		for _, c := range children {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
 	})
 }
 
-// stopDrill runs the drill, ending the children with end while their
-// dependency is down.
-func stopDrill(t *testing.T, end func([]*drillProcess)) {
+// stopDrill runs the drill on a queue with the delivery limit limit (0
+// for none), ending the children with end while their dependency is down.
+func stopDrill(t *testing.T, limit int, end func([]*drillProcess)) {
 	conn := connect(t)
-	queue, dlq := newQueue(t, conn, drillDeliveryLimit)
+	queue, dlq := newQueue(t, conn, limit)
 	ch := channel(t, conn)
 	store, pool, schema := newOutbox(t)
 	ctx := context.Background()
@@ -74,7 +96,7 @@ func stopDrill(t *testing.T, end func([]*drillProcess)) {
 
 	var children []*drillProcess
 	for range drillChildren {
-		children = append(children, startDrillChild(t, schema, queue, dep.URL()))
+		children = append(children, startDrillChild(t, schema, queue, dep.URL(), limit))
 	}
 	eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
 	dep.SetDown(true)
@@ -92,7 +114,7 @@ func stopDrill(t *testing.T, end func([]*drillProcess)) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = newLog.Close() })
 	c, err := amqpconsumer.New(connect(t), queue, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget, drillLogger(newLog)),
-		amqpconsumer.WithDeliveryLimit(drillDeliveryLimit))
+		amqpconsumer.WithDeliveryLimit(limit))
 	require.NoError(t, err)
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(t.Context()) }()
@@ -111,6 +133,9 @@ func stopDrill(t *testing.T, end func([]*drillProcess)) {
 	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked %d, dead-lettered %d",
 		before.all, c.Stats(), parked, count(t, conn, dlq))
 	assert.Zero(t, parked, "left parked")
+	if limit == 0 {
+		assert.Zero(t, count(t, conn, dlq), "dead-lettered without a limit")
+	}
 	assert.Equal(t, drillMessages, after.distinct, "lost")
 	assert.Equal(t, drillMessages, after.all, "duplicated: %v", after.doubled)
 }
@@ -127,13 +152,14 @@ type drillProcess struct {
 
 // startDrillChild starts a child consumer process, killed at the end of
 // the test if it still runs, and waits for it to run.
-func startDrillChild(t *testing.T, schema, queue, depURL string) *drillProcess {
+func startDrillChild(t *testing.T, schema, queue, depURL string, limit int) *drillProcess {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	dir := t.TempDir()
 	log, err := os.CreateTemp(dir, "child-*.log")
 	require.NoError(t, err)
 	require.NoError(t, log.Close())
 	cmd.Env = append(os.Environ(), drillChildEnv+"="+schema, drillQueueEnv+"="+queue, drillDependencyEnv+"="+depURL, drillLogEnv+"="+log.Name(),
+		drillLimitEnv+"="+strconv.Itoa(limit),
 		// Under -race a process sleeps a second at its exit unless told not to.
 		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,14 @@ func New(cons jetstream.Consumer, cfg consumer.Config, opts ...Option) (*Consume
 	core, err := consumer.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("natsconsumer: %w", err)
+	}
+	if md := info.Config.MaxDeliver; md > 0 {
+		log := cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("natsconsumer: the JetStream consumer has a MaxDeliver: a message whose last delivery a process took and died before claiming is dropped; leave it unset, consumer.Config.MaxDeliveries parks failing messages",
+			slog.String("consumer", info.Name), slog.Int("max_deliver", md))
 	}
 	c := &Consumer{Consumer: core, src: &source{cons: cons, maxDeliver: info.Config.MaxDeliver}}
 	for _, o := range opts {

@@ -5,7 +5,7 @@
 // the NATS client never reaches users of the root module.
 //
 //	cons, _ := js.CreateOrUpdateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{
-//		Durable: "ship", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 20,
+//		Durable: "ship", AckPolicy: jetstream.AckExplicitPolicy, // no MaxDeliver
 //	})
 //	c, _ := natsconsumer.New(cons, consumer.Config{Runner: runner, Handler: ship})
 //	err := c.Run(ctx)
@@ -32,9 +32,13 @@
 // it is rejected, or when its id came with another body. JetStream has no
 // dead-letter queue: a terminated message stays in the stream (unless its
 // retention removes it) and a parked one in the store, with its reason and
-// the message (consumer.Consumer.ListParked, RetryParked). The delivery
-// that reaches the consumer's MaxDeliver is never given back: JetStream
-// would drop it. The store owns it before its handler runs, so that a
+// the message (consumer.Consumer.ListParked, RetryParked). The consumer
+// parks a message whose delivery consumer.Config.MaxDeliveries failed:
+// leave the JetStream consumer's MaxDeliver unset, for JetStream drops a
+// message past it, also one whose last delivery a consumer took and died
+// before its claim reached the store. A MaxDeliver kept all the same is
+// respected: the delivery that reaches it is never given back, and the
+// store owns it before its handler runs, so that the consumer's
 // Reconciler finishes it if the consumer dies (see package
 // idempotency/consumer).
 //
@@ -43,8 +47,9 @@
 // A stopping consumer lets its pull request end (up to two seconds) and
 // settles what it brings, rather than leaving it at the server, which
 // would deliver messages to nobody at the cost of a delivery, the last one
-// perhaps. It gives back the deliveries JetStream will make again, parks
-// the last ones (acked once stored), and waits up to
+// perhaps. It gives back the deliveries JetStream will make again, hands
+// the last ones, with a MaxDeliver, to the store (acked once stored, for
+// the next consumer's Reconciler), and waits up to
 // consumer.Config.StopGrace for running handlers.
 //
 // # Reconnecting

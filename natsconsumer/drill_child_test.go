@@ -97,5 +97,6 @@ func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *r
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
 		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: quiet(),
+		MaxDeliveries: drillMaxDeliveries,
 	}
 }

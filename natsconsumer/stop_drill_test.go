@@ -32,7 +32,10 @@ const (
 	drillGrace      = 3 * time.Second        // the children's StopGrace
 	drillLease      = 2 * time.Second
 	drillAckWait    = 2 * time.Second
-	drillMaxDeliver = 2 // the second delivery is the last
+	drillMaxDeliver = 2 // the second delivery is the broker's last
+	// drillMaxDeliveries is the consumers' own limit: a message is parked
+	// when its second delivery fails.
+	drillMaxDeliveries = 2
 	// drillStopBound bounds a child's stop, SIGTERM to exit: the grace
 	// period, and as much again for settling what it holds and exiting on
 	// a loaded machine.
@@ -41,26 +44,44 @@ const (
 
 // Two consumer processes, SIGTERMed while their handlers' dependency is
 // down (half its calls fail, half hang), stop within their grace period;
-// a new consumer (with its own Reconciler, for the last deliveries the
-// stopping ones handed to the store) finishes the rest, without anyone
-// running a parked message: every one of 2,000 messages
-// has its effect once, with a delivery limit of 2 so that last
-// deliveries happen.
+// a new consumer finishes the rest, without anyone running a parked
+// message: every one of 2,000 messages has its effect once. The consumers
+// count deliveries themselves (consumer.Config.MaxDeliveries 2), on a
+// JetStream consumer without a MaxDeliver as the quick start sets it up,
+// and on one with a MaxDeliver of 2, whose last deliveries the stopping
+// consumers hand to the store for the new one's Reconciler.
 func TestStopDuringAnOutageLosesNothing(t *testing.T) {
-	stopDrill(t, func(children []*drillProcess) {
+	stop := func(children []*drillProcess) {
 		for i, took := range stopAll(t, children) {
 			t.Logf("child %d stopped in %v (StopGrace %v): %s", i, took.Round(time.Millisecond), drillGrace, children[i].last)
 			assert.LessOrEqual(t, took, drillStopBound, "child %d's stop", i)
 		}
+	}
+	t.Run("no MaxDeliver", func(t *testing.T) { stopDrill(t, 0, stop) })
+	t.Run("MaxDeliver", func(t *testing.T) { stopDrill(t, drillMaxDeliver, stop) })
+}
+
+// The same consumer processes SIGKILLed during the outage, on a JetStream
+// consumer without a MaxDeliver as the quick start sets it up, holding
+// deliveries and running handlers, some on the delivery that reaches
+// their MaxDeliveries: JetStream delivers everything they held again, and
+// the new consumer finishes it.
+func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
+	stopDrill(t, 0, func(children []*drillProcess) {
+		for _, c := range children {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
 	})
 }
 
-// stopDrill runs the drill, ending the children with end while their
+// stopDrill runs the drill on a JetStream consumer with the MaxDeliver
+// maxDeliver (0 for none), ending the children with end while their
 // dependency is down.
-func stopDrill(t *testing.T, end func([]*drillProcess)) {
+func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
 	_, js := connect(t)
 	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: drillMaxDeliver, AckWait: drillAckWait})
+	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: maxDeliver, AckWait: drillAckWait})
 	store, pool, schema := newOutbox(t)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, "CREATE TABLE "+pgx.Identifier{schema, "effects"}.Sanitize()+" (key text NOT NULL)")

@@ -16,8 +16,8 @@ import (
 )
 
 // natsBroker is NATS JetStream: a stream of the scenario's own (memory
-// storage), a durable pull consumer with AckWait ackWait and MaxDeliver
-// deliveryLimit. Messages are published with Nats-Msg-Id = the order, so
+// storage), a durable pull consumer with AckWait ackWait and the
+// scenario's delivery limit (none for ours). Messages are published with Nats-Msg-Id = the order, so
 // the stream drops a publisher's repeat within its duplicate window.
 type natsBroker struct {
 	url, stream string
@@ -49,7 +49,7 @@ func (b *natsBroker) setup(ctx context.Context) error {
 		return fmt.Errorf("create stream: %w", err)
 	}
 	if _, err := b.js.CreateOrUpdateConsumer(ctx, b.stream, jetstream.ConsumerConfig{Durable: consumerName,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: deliveryLimit, MaxAckPending: 4 * maxInFlight}); err != nil {
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: b.s.brokerLimit(), MaxAckPending: 4 * maxInFlight}); err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
 	for _, adv := range []string{"MAX_DELIVERIES", "MSG_TERMINATED"} {

@@ -14,8 +14,8 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
 
-// rabbitBroker is RabbitMQ: a quorum queue of the scenario's own with a
-// delivery limit of deliveryLimit and a dead-letter queue. RabbitMQ keeps
+// rabbitBroker is RabbitMQ: a quorum queue of the scenario's own with the
+// scenario's delivery limit (none for ours) and a dead-letter queue. RabbitMQ keeps
 // a publisher's repeat as a second message.
 type rabbitBroker struct {
 	url, queue, dlq string
@@ -40,14 +40,21 @@ func (b *rabbitBroker) setup(context.Context) error {
 	if _, err := b.ch.QueueDeclare(b.dlq, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		return fmt.Errorf("declare the dead-letter queue: %w", err)
 	}
-	_, err = b.ch.QueueDeclare(b.queue, true, false, false, false, amqp.Table{
-		"x-queue-type": "quorum", "x-delivery-limit": int32(deliveryLimit),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": b.dlq,
-	})
+	_, err = b.ch.QueueDeclare(b.queue, true, false, false, false, b.queueArgs())
 	if err != nil {
 		return fmt.Errorf("declare the queue: %w", err)
 	}
 	return nil
+}
+
+// queueArgs are the queue's arguments: a quorum queue with the
+// scenario's delivery limit (none for ours) and a dead-letter queue.
+func (b *rabbitBroker) queueArgs() amqp.Table {
+	args := amqp.Table{"x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": b.dlq}
+	if n := b.s.brokerLimit(); n > 0 {
+		args["x-delivery-limit"] = int32(n)
+	}
+	return args
 }
 
 func (b *rabbitBroker) teardown() {
@@ -103,7 +110,7 @@ func (b *rabbitBroker) ours(_ context.Context, inst *instance, cfg consumer.Conf
 	}, amqpconsumer.WithConnLogger(quietLogger()),
 		amqpconsumer.WithRedialBackoff(retry.FullJitter(10*time.Millisecond, time.Second)))
 	inst.close = func() { _ = conn.Close() }
-	c, err := conn.NewConsumer(b.queue, cfg, amqpconsumer.WithDeliveryLimit(deliveryLimit))
+	c, err := conn.NewConsumer(b.queue, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,10 +168,7 @@ func (b *rabbitBroker) simple(_ context.Context, inst *instance, markBefore bool
 }
 
 func (b *rabbitBroker) pending(context.Context) (int, error) {
-	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, amqp.Table{
-		"x-queue-type": "quorum", "x-delivery-limit": int32(deliveryLimit),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": b.dlq,
-	})
+	q, err := b.ch.QueueDeclarePassive(b.queue, true, false, false, false, b.queueArgs())
 	if err != nil {
 		return 0, err
 	}

@@ -35,8 +35,11 @@ const (
 	consumerName = "ship"
 	// maxInFlight is how many messages an instance handles at once.
 	maxInFlight = 32
-	// deliveryLimit is the brokers' delivery limit (RabbitMQ 4.0's default
-	// for quorum queues).
+	// deliveryLimit is the brokers' delivery limit for the plain and
+	// mark-before consumers (RabbitMQ 4.0's default for quorum queues),
+	// which would cycle a failing message for ever without one. Ours
+	// counts deliveries itself (consumer.DefaultMaxDeliveries, the same
+	// 20), on a broker without a limit, as its quick start sets it up.
 	deliveryLimit = 20
 	// ackWait is JetStream's ack deadline, and our Runner's lease: how long
 	// the killed instance's messages stay claimed.
@@ -102,6 +105,15 @@ type scenario struct {
 
 	// page, if not nil, shows our consumers' live instance.
 	page *opspage.Page
+}
+
+// brokerLimit is the delivery limit the scenario's broker gets: none for
+// our consumer, deliveryLimit for the others.
+func (s *scenario) brokerLimit() int {
+	if s.kind == kindOurs {
+		return 0
+	}
+	return deliveryLimit
 }
 
 // runScenario publishes the orders to a fresh stream or queue of b and

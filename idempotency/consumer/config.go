@@ -15,6 +15,9 @@ import (
 const (
 	// DefaultMaxInFlight is how many messages a Consumer handles at once.
 	DefaultMaxInFlight = 64
+	// DefaultMaxDeliveries is how many deliveries of a message may fail
+	// before the consumer parks it.
+	DefaultMaxDeliveries = 20
 	// DefaultKeepAlive is how often a delivery in hand is kept alive at the
 	// broker when the adapter says nothing else.
 	DefaultKeepAlive = 10 * time.Second
@@ -50,6 +53,14 @@ type Config struct {
 	// MaxInFlight is how many messages are handled at once (default
 	// DefaultMaxInFlight).
 	MaxInFlight int
+	// MaxDeliveries is how many deliveries of a message (the broker's
+	// count, Message.Delivery) may fail before the consumer parks it
+	// (default DefaultMaxDeliveries): the delivery that reaches it and
+	// fails is parked with its reason and terminated, as a permanent
+	// failure is. The consumer counts, not the broker: give the broker no
+	// delivery limit (see the package documentation, "Delivery limits").
+	// Deliveries held through an outage or a store failure cost none.
+	MaxDeliveries int
 	// Backoff spaces the redeliveries of a message that failed
 	// transiently, by its delivery count, and the runs of a held one
 	// (default: retry.FullJitter with the root's defaults, 100 ms doubling
@@ -112,6 +123,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxDeliveries <= 0 {
+		c.MaxDeliveries = DefaultMaxDeliveries
 	}
 	if c.Backoff == nil {
 		c.Backoff = retry.FullJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)

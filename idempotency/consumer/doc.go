@@ -23,7 +23,8 @@
 //   - the handler failed transiently: redelivered after a full-jitter
 //     backoff over the delivery count (Config.Backoff);
 //   - the handler failed for good (retry.Permanent, idempotency.Park), or
-//     failed on the broker's last delivery: the execution is parked with
+//     failed on the delivery that reached Config.MaxDeliveries (or the
+//     broker's last one): the execution is parked with
 //     its reason (idempotency.Park; ListParked, RetryParked) and the
 //     message terminated (dead-lettered where the broker has that);
 //   - the handler rejected the message (idempotency.Reject), or its id
@@ -67,20 +68,31 @@
 // and its acks has the redeliveries replayed from the store, never run
 // again.
 //
-// # The broker's last delivery
+// # Delivery limits
 //
-// The last delivery the broker allows (Delivery.Last: JetStream's
-// MaxDeliver, a quorum queue's delivery limit) is never given back, since
-// the broker would drop it or dead-letter it without its reason: it is
-// held and run again here, or parked. The store owns it before the
-// handler runs (an inbox): the claim stores the message with its
-// execution and, in the same store operation, marks the execution started
+// The consumer counts a message's deliveries (Message.Delivery, the
+// broker's count) and parks the message when the one that reaches
+// Config.MaxDeliveries fails: poison is parked with its reason, never
+// cycled for ever. Give the broker no delivery limit of its own
+// (JetStream's MaxDeliver unset, a quorum queue's x-delivery-limit -1, or
+// none before RabbitMQ 4): a broker's limit drops or dead-letters a
+// message whose last delivery was taken by a consumer that died before
+// its claim reached the store, and nothing can finish a message that no
+// broker delivers and no store holds. Without one, a message whose
+// consumer died is delivered again, whatever the moment of the death.
+//
+// A broker limit kept all the same is respected: the broker's last
+// delivery (Delivery.Last) is never given back, since the broker would
+// drop it or dead-letter it without its reason: it is held and run again
+// here, or parked. The store owns it before the handler runs (an inbox):
+// the claim stores the message with its execution and, in the same store
+// operation, marks the execution started
 // (idempotency.Request.StartedAtClaim), so that if the consumer dies at
 // any moment after the claim (right after it, mid-handler, or after the
-// effect before the outcome), a Reconciler running the consumer's
-// registered work finishes the execution from the stored message. A store
-// failure making the claim holds the delivery, without running the
-// handler.
+// effect before the outcome), the consumer's Reconciler finishes the
+// execution from the stored message. A store failure making the claim
+// holds the delivery, without running the handler. Only a death between
+// the broker's last delivery and its claim loses the message.
 //
 // # The consumer's own Reconciler
 //

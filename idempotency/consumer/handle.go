@@ -272,6 +272,8 @@ func (c *Consumer) work(d Delivery, m *Message, run *handlerRun) idempotency.Wor
 			return nil, err
 		case d.Last():
 			return nil, idempotency.Park(fmt.Errorf("the broker's last delivery (%d) failed: %w", m.Delivery, err))
+		case m.Delivery >= c.cfg.MaxDeliveries:
+			return nil, idempotency.Park(fmt.Errorf("delivery %d of at most %d (Config.MaxDeliveries) failed: %w", m.Delivery, c.cfg.MaxDeliveries, err))
 		}
 		return nil, err
 	}

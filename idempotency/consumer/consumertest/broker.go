@@ -12,7 +12,8 @@ type Broker interface {
 	// Queue makes a queue (a stream and its consumer, a queue) of the
 	// test's own, removed at the end of the test, whose broker delivers
 	// a message at most deliveries times (deliveries >= 2): the
-	// deliveries'th is the last (consumer.Delivery.Last). Its
+	// deliveries'th is the last (consumer.Delivery.Last); or without a
+	// limit when deliveries is 0. Its
 	// redeliveries of a delivery left unacknowledged by a consumer that
 	// lost its connection must come within a few seconds (a short ack
 	// wait).

@@ -51,10 +51,14 @@ func (c *cell) handler(ctx context.Context, m *consumer.Message) error {
 	return nil
 }
 
-func runCell(t *testing.T, b Broker, f Fault, p Point, last, batched bool) {
-	q := b.Queue(t, deliveries)
+func runCell(t *testing.T, b Broker, f Fault, p Point, on On, batched bool) {
+	limit := 0
+	if on == BrokersLastDelivery {
+		limit = deliveries
+	}
+	q := b.Queue(t, limit)
 	c := &cell{fault: f, point: p, doomed: "m0", target: 1, fx: newDownstream()}
-	if last {
+	if on != FirstDelivery {
 		c.target = deliveries
 	}
 	nth := 1
@@ -132,7 +136,7 @@ func (c *cell) releaseOnce() {
 // A message published twice or three times (as many messages to a broker
 // that does not deduplicate them) has its effect once.
 func publishedTwice(t *testing.T, b Broker, batched bool) {
-	q := b.Queue(t, deliveries)
+	q := b.Queue(t, 0)
 	fx := newDownstream()
 	h := func(ctx context.Context, m *consumer.Message) error {
 		_, err := idempotency.FromContext(ctx).Step(ctx, "effect", func(_ context.Context, dk string) ([]byte, error) {

@@ -23,8 +23,10 @@ const (
 	reconcile = 100 * time.Millisecond
 	// bound is how long a cell waits for every message to settle.
 	bound = 45 * time.Second
-	// deliveries is the broker's limit in the cells: the doomed message
-	// reaches its last delivery after deliveries-1 transient failures.
+	// deliveries is the consumers' MaxDeliveries in the cells, and the
+	// broker's limit in those on the broker's last delivery: the doomed
+	// message reaches its last delivery after deliveries-1 transient
+	// failures.
 	deliveries = 2
 )
 
@@ -37,8 +39,8 @@ var errFlaky = errors.New("consumertest: the warehouse answered 503")
 // and redeliveries.
 const concurrency = 16
 
-// Run runs the fault matrix on b: every cell (fault x point x ordinary
-// or last delivery, see the package documentation), a message published
+// Run runs the fault matrix on b: every cell (fault x point x delivery,
+// see the package documentation and On), a message published
 // twice, and a consumer stopped during an outage holding last
 // deliveries, each as a subtest on a queue of its own. The subtests run
 // concurrently, up to 16 at once, whatever the -parallel flag says.
@@ -62,15 +64,15 @@ func run(t *testing.T, b Broker, batched bool) {
 	}
 	for _, f := range []Fault{Killed, Paused, Dropped, StoreFails, Stopped} {
 		for _, p := range []Point{BeforeClaim, AfterClaim, MidHandler, AfterEffect, AfterOutcome} {
-			for _, last := range []bool{false, true} {
-				if !Covered(f, p, last) {
+			for _, on := range []On{FirstDelivery, LastDelivery, BrokersLastDelivery} {
+				if !Covered(f, p, on) {
 					continue
 				}
 				name := fmt.Sprintf("%s/%s", f, p)
-				if last {
-					name += "/last delivery"
+				if on != FirstDelivery {
+					name += "/" + on.String()
 				}
-				sub(name, func(t *testing.T) { runCell(t, b, f, p, last, batched) })
+				sub(name, func(t *testing.T) { runCell(t, b, f, p, on, batched) })
 			}
 		}
 	}
@@ -79,21 +81,51 @@ func run(t *testing.T, b Broker, batched bool) {
 	wg.Wait()
 }
 
+// On is the delivery of the doomed message that a cell's fault strikes.
+type On int
+
+const (
+	// FirstDelivery is an ordinary delivery, on a broker without a
+	// delivery limit.
+	FirstDelivery On = iota
+	// LastDelivery is the delivery that reaches the consumer's
+	// MaxDeliveries, on a broker without a delivery limit: the quick
+	// start's setup.
+	LastDelivery
+	// BrokersLastDelivery is the broker's last delivery, on a broker with
+	// a delivery limit.
+	BrokersLastDelivery
+)
+
+// String names the delivery for a subtest.
+func (o On) String() string {
+	switch o {
+	case LastDelivery:
+		return "last delivery"
+	case BrokersLastDelivery:
+		return "broker's last delivery"
+	}
+	return "first delivery"
+}
+
 // Covered reports whether the matrix has the cell. One cell is not
-// covered: a kill before the claim of the broker's last delivery (the
-// broker has made its last delivery and nothing reached the store; a
-// quorum queue dead-letters the message, JetStream drops it with a
-// max-deliveries advisory). A kill right after that claim is covered: the
-// claim itself marks the execution started, so a Reconciler finishes it.
-func Covered(f Fault, p Point, last bool) bool {
-	return !(f == Killed && last && p == BeforeClaim)
+// covered: a kill before the claim of the broker's last delivery on a
+// broker with a delivery limit (the broker has made its last delivery and
+// nothing reached the store; a quorum queue dead-letters the message,
+// JetStream drops it with a max-deliveries advisory). Without a broker
+// limit the broker delivers it again. A kill right after that claim is
+// covered: the claim itself marks the execution started, so a
+// Reconciler finishes it.
+func Covered(f Fault, p Point, on On) bool {
+	return !(f == Killed && on == BrokersLastDelivery && p == BeforeClaim)
 }
 
 // config is the kit's consumer configuration.
 func config(runner *idempotency.Runner, name string, h consumer.Handler) consumer.Config {
 	return consumer.Config{Runner: runner, Name: name, Handler: h, StopGrace: grace, ReconcileInterval: reconcile,
-		Backoff: retry.FullJitter(time.Millisecond, 20*time.Millisecond),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}
+		MaxDeliveries: deliveries,
+		Backoff:       retry.FullJitter(time.Millisecond, 20*time.Millisecond),
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // running is a consumer running on a goroutine of its own.
