@@ -5,7 +5,8 @@
 // the NATS client never reaches users of the root module.
 //
 //	cons, _ := js.CreateOrUpdateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{
-//		Durable: "ship", AckPolicy: jetstream.AckExplicitPolicy, // no MaxDeliver
+//		Durable: "ship", AckPolicy: jetstream.AckExplicitPolicy,
+//		AckWait: 10 * time.Second, // no MaxDeliver
 //	})
 //	c, _ := natsconsumer.New(cons, consumer.Config{Runner: runner, Handler: ship})
 //	err := c.Run(ctx)
@@ -26,7 +27,9 @@
 // handle, so none waits in a buffer while its AckWait runs, and none while
 // a dependency is down. A delivery is acked after its outcome is stored;
 // kept alive with InProgress every third of the consumer's AckWait while
-// it is handled or held; given back with NakWithDelay (the
+// it is handled or held (so a short AckWait costs only those calls, and
+// a consumer that dies leaves its messages for AckWait: 10 s as the quick
+// start sets it, not JetStream's default 30 s); given back with NakWithDelay (the
 // *idempotency.InProgressError's hint, or a full-jitter backoff over
 // NumDelivered); terminated with Term when its execution is parked, when
 // it is rejected, or when its id came with another body. JetStream has no
@@ -44,7 +47,8 @@
 //
 // # Stopping
 //
-// A stopping consumer lets its pull request end (up to two seconds) and
+// A stopping consumer lets its pull request end (up to two seconds, three
+// on a silent network, when nats.go's own timer ends it) and
 // settles what it brings, rather than leaving it at the server, which
 // would deliver messages to nobody at the cost of a delivery, the last one
 // perhaps. It gives back the deliveries JetStream will make again, hands
