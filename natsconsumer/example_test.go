@@ -41,7 +41,7 @@ func ExampleNew() {
 	}
 
 	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable: "ship", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 20,
+		Durable: "ship", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 10 * time.Second,
 	})
 	if err != nil {
 		fmt.Println(err)
