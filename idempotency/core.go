@@ -162,11 +162,21 @@ type Runner struct {
 	observer Observer
 	// works are the Works registered by name, for a Reconciler.
 	works sync.Map // string -> Work
+	// group sends concurrent claims and completions to a BatchStore
+	// together (nil for another store).
+	group *groupCommit
 }
 
 // NewRunner returns a Runner keeping its records in store. A nil store means a
 // new MemoryStore on the Runner's clock: fine for one process, lost on restart.
 // When store implements TxStore, every Work runs inside its transaction.
+// When it implements BatchStore (pgstore, mysqlstore, redisstore), the
+// claims and completions of concurrent executions go to it together
+// (group commit): one asked for while none is on its way goes at once,
+// alone, so a request alone waits for nothing; those asked for meanwhile
+// go together, in one store operation, as soon as it is back. An
+// execution whose transaction made no statement completes with the
+// others; one that wrote commits its own.
 func NewRunner(store Store, opts ...RunnerOption) *Runner {
 	r := &Runner{clock: clock.New(), lease: DefaultLease, ttl: DefaultTTL}
 	for _, o := range opts {
@@ -179,7 +189,35 @@ func NewRunner(store Store, opts ...RunnerOption) *Runner {
 	}
 	r.store = store
 	r.tx, _ = store.(TxStore)
+	if bs, ok := store.(BatchStore); ok {
+		r.group = newGroupCommit(bs)
+	}
 	return r
+}
+
+// claim claims cr: with the claims of other executions on a BatchStore
+// when some are on their way.
+func (r *Runner) claim(ctx context.Context, cr ClaimRequest) (Claim, error) {
+	if r.group == nil {
+		return r.store.Claim(ctx, cr)
+	}
+	return r.group.claims.do(ctx, cr)
+}
+
+// complete stores the outcome of the execution fenced by f: with those of
+// other executions on a BatchStore when some are on their way.
+func (r *Runner) complete(ctx context.Context, f Fence, response []byte) error {
+	if r.group == nil {
+		return r.store.Complete(ctx, f, response)
+	}
+	return r.group.complete(ctx, f, response)
+}
+
+// untouched reports whether tx was never used: no statement was made
+// through it (a store's Tx tells with a Touched method).
+func untouched(tx Tx) bool {
+	t, ok := tx.(interface{ Touched() bool })
+	return ok && !t.Touched()
 }
 
 // Register names work so that a Reconciler can resume the executions of
@@ -254,13 +292,13 @@ func (r *Runner) do(ctx context.Context, req Request, work Work, begin txBeginne
 		return Result{}, err
 	}
 	claimed := r.clock.Now() // the lease runs from here
-	c, err := r.store.Claim(ctx, cr)
+	c, err := r.claim(ctx, cr)
 	if err == nil && c.Outcome == ClaimMismatch && req.Refingerprint != nil {
 		if v := fingerprintVersion(c.Record.Fingerprint); v != fingerprintVersion(req.Fingerprint) {
 			if fp, ok := req.Refingerprint(v); ok && fp == c.Record.Fingerprint {
 				cr.Fingerprint = fp
 				claimed = r.clock.Now()
-				c, err = r.store.Claim(ctx, cr)
+				c, err = r.claim(ctx, cr)
 			}
 		}
 	}
@@ -422,6 +460,11 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		r.abandon(bg, e)
 		return Result{}, fmt.Errorf("idempotency: a recovery point was not saved, so nothing was stored: %w", stepErr)
 	case werr == nil:
+		if tx != nil && r.group != nil && untouched(tx) {
+			// Nothing to commit with it: the outcome goes with others'.
+			_ = tx.Rollback(bg)
+			tx = nil
+		}
 		if tx != nil {
 			err = tx.Complete(bg, out)
 			if err != nil && !errors.Is(err, ErrLeaseLost) {
@@ -433,7 +476,7 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		} else {
 			// Without a transaction the work's effects stay: the key is
 			// kept until its lease runs out.
-			err = r.store.Complete(bg, f, out)
+			err = r.complete(bg, f, out)
 		}
 		if err != nil {
 			return Result{}, fmt.Errorf("idempotency: complete: %w", err)

@@ -272,3 +272,8 @@ func (c *completionTx) Rollback(context.Context) error {
 	}
 	return c.tx.end(true)
 }
+
+// Touched reports whether the execution used the transaction: a statement
+// was made through it, or failed to be. An untouched one's outcome may be
+// stored with other executions' (idempotency's group commit).
+func (c *completionTx) Touched() bool { return c.tx.tx != nil || c.tx.failed != nil }

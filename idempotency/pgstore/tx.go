@@ -138,3 +138,8 @@ func (t *completionTx) end(ctx context.Context, rollback bool) error {
 	}
 	return nil
 }
+
+// Touched reports whether the execution used the transaction: a statement
+// was made through it, or failed to be. An untouched one's outcome may be
+// stored with other executions' (idempotency's group commit).
+func (t *completionTx) Touched() bool { return t.tx.begun || t.tx.err() != nil }

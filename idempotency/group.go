@@ -1,0 +1,184 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+)
+
+// errBatchUnreported is the error of a completion a batch's commit did
+// not report on.
+var errBatchUnreported = errors.New("idempotency: the batch's commit did not report the completion")
+
+// group sends the operations of concurrent executions to the store
+// together (group commit): an operation asked for while none is on its way
+// goes at once, alone, so a lone request waits for nothing; those asked
+// for while one is on its way wait for it and then go together, in one
+// store operation. Each caller gets its own result.
+type group[Req, Res any] struct {
+	// one does a single operation; many does several together, returning
+	// one result per request in their order, or an error for them all.
+	one  func(ctx context.Context, req Req) (Res, error)
+	many func(ctx context.Context, reqs []Req) ([]Res, error)
+
+	mu    sync.Mutex
+	busy  bool // an operation is on its way
+	queue []*groupWaiter[Req, Res]
+}
+
+// groupWaiter is one caller waiting for its operation to go with others.
+type groupWaiter[Req, Res any] struct {
+	req  Req
+	res  Res
+	err  error
+	done chan struct{}
+}
+
+// do does req with the others waiting, and returns its result. A caller
+// whose ctx ends before its operation went leaves without it; after it
+// went, it leaves with ctx's error, as a store operation cut short does,
+// and the operation's result (a claim the caller never hears of) is as
+// if its answer were lost.
+func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	g.mu.Lock()
+	if !g.busy {
+		g.busy = true
+		g.mu.Unlock()
+		res, err := g.one(ctx, req)
+		g.next(ctx)
+		return res, err
+	}
+	w := &groupWaiter[Req, Res]{req: req, done: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	g.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.res, w.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.queue, w); i >= 0 {
+			g.queue = slices.Delete(g.queue, i, i+1)
+		}
+		g.mu.Unlock()
+		var zero Res
+		return zero, ctx.Err()
+	}
+}
+
+// next sends what waits, on a goroutine of its own so that the caller
+// that finished goes on at once, or frees the group when nothing waits.
+func (g *group[Req, Res]) next(ctx context.Context) {
+	g.mu.Lock()
+	batch := g.queue
+	g.queue = nil
+	if len(batch) == 0 {
+		g.busy = false
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	go g.send(context.WithoutCancel(ctx), batch)
+}
+
+// send does the operations of batch together, hands each waiter its
+// result, and sends what waits meanwhile.
+func (g *group[Req, Res]) send(ctx context.Context, batch []*groupWaiter[Req, Res]) {
+	if len(batch) == 1 {
+		w := batch[0]
+		w.res, w.err = g.one(ctx, w.req)
+		close(w.done)
+	} else {
+		reqs := make([]Req, len(batch))
+		for i, w := range batch {
+			reqs[i] = w.req
+		}
+		res, err := g.many(ctx, reqs)
+		for i, w := range batch {
+			if err != nil {
+				w.err = err
+			} else {
+				w.res = res[i]
+			}
+			close(w.done)
+		}
+	}
+	g.next(ctx)
+}
+
+// groupCommit groups the claims and the completions of a Runner's
+// executions on a BatchStore.
+type groupCommit struct {
+	claims      group[ClaimRequest, Claim]
+	completions group[completion, error]
+}
+
+// completion is an execution's outcome to store.
+type completion struct {
+	f        Fence
+	response []byte
+}
+
+// newGroupCommit returns the group commit of store.
+func newGroupCommit(store BatchStore) *groupCommit {
+	g := &groupCommit{}
+	g.claims.one = store.Claim
+	g.claims.many = store.ClaimBatch
+	g.completions.one = func(ctx context.Context, c completion) (error, error) {
+		return store.Complete(ctx, c.f, c.response), nil
+	}
+	g.completions.many = func(ctx context.Context, cs []completion) ([]error, error) {
+		return completeBatch(ctx, store, cs)
+	}
+	return g
+}
+
+// complete stores the outcome of the execution fenced by f, with those of
+// other executions when some are on their way.
+func (g *groupCommit) complete(ctx context.Context, f Fence, response []byte) error {
+	own, err := g.completions.do(ctx, completion{f: f, response: response})
+	if err != nil {
+		return err
+	}
+	return own
+}
+
+// completeBatch stores the outcomes cs in one batch of store, and returns
+// what became of each: nil when it is stored, ErrLeaseLost when its fence
+// no longer held; an error for them all when the batch failed, and
+// nothing of it was kept.
+func completeBatch(ctx context.Context, store BatchStore, cs []completion) ([]error, error) {
+	bt, err := store.BeginBatch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = bt.Close(ctx) }()
+	errs := make([]error, len(cs))
+	index := make(map[Fence]int, len(cs))
+	for i, c := range cs {
+		tx, err := bt.Begin(ctx, c.f)
+		if err == nil {
+			err = tx.Complete(ctx, c.response)
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		index[c.f] = i
+	}
+	results, err := bt.Commit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		if i, ok := index[r.Fence]; ok {
+			errs[i] = r.Err
+			delete(index, r.Fence)
+		}
+	}
+	for _, i := range index {
+		// Added, and not reported by the commit: not known to be stored.
+		errs[i] = errBatchUnreported
+	}
+	return errs, nil
+}
