@@ -59,8 +59,9 @@ func main() {
 	for _, dir := range dirs {
 		problems, testsOnly, err := check(dir)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "modcheck: %s: %v\n", dir, err)
-			os.Exit(2)
+			// A module whose graph cannot even be loaded on its own (a
+			// requirement with no replace directive, say) fails too.
+			problems = append(problems, strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "\n      "))
 		}
 		what := "code and tests"
 		if testsOnly {
