@@ -64,7 +64,10 @@ func main() {
 			problems = append(problems, strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "\n      "))
 		}
 		what := "code and tests"
-		if testsOnly {
+		switch {
+		case err != nil:
+			what = "not loaded"
+		case testsOnly:
 			what = "tests only"
 		}
 		if len(problems) == 0 {
