@@ -34,12 +34,6 @@ func amqpURL() string {
 const startCommand = "rabbitmq-server -detached"
 
 func TestMain(m *testing.M) {
-	if schema := os.Getenv(relayChildEnv); schema != "" {
-		os.Exit(relayChild(schema, os.Getenv(relayQueueEnv)))
-	}
-	if schema := os.Getenv(drillChildEnv); schema != "" {
-		os.Exit(drillChild(schema, os.Getenv(drillQueueEnv), os.Getenv(drillDependencyEnv)))
-	}
 	conn, err := amqp.Dial(amqpURL())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amqpconsumer: the tests need RabbitMQ at %s (EXACTLYONCE_AMQP_URL), and it is not reachable: %v\nstart it with: %s\n",
@@ -190,3 +184,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func keyOf(i int) string  { return fmt.Sprintf("order-%03d", i) }
 func bodyOf(i int) string { return "body of " + keyOf(i) }
+
+// deadLetters returns the message ids in the dead-letter queue dlq, with
+// why they are there, leaving them there.
+func deadLetters(t *testing.T, conn *amqp.Connection, dlq string) []string {
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	var out []string
+	for {
+		d, ok, err := ch.Get(dlq, false)
+		if err != nil || !ok {
+			return out
+		}
+		out = append(out, fmt.Sprintf("%s (%v, x-delivery-count %v)", d.MessageId, d.Headers["x-first-death-reason"], d.Headers["x-delivery-count"]))
+	}
+}

@@ -2,11 +2,6 @@ module github.com/exactlyonce/retry/bench
 
 go 1.26.0
 
-replace (
-	github.com/exactlyonce/retry => ../
-	github.com/exactlyonce/retry/grpcretry => ../grpcretry
-)
-
 require (
 	github.com/avast/retry-go/v4 v4.7.0
 	github.com/cenkalti/backoff/v5 v5.0.3
@@ -48,10 +43,10 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 )
 
-replace github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
-
-replace github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
-
-replace github.com/exactlyonce/retry/idempotency/mysqlstore => ../idempotency/mysqlstore
-
-replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../idempotency/storetest/linearize
+replace (
+	github.com/exactlyonce/retry => ../
+	github.com/exactlyonce/retry/grpcretry => ../grpcretry
+	github.com/exactlyonce/retry/idempotency/mysqlstore => ../idempotency/mysqlstore
+	github.com/exactlyonce/retry/idempotency/pgstore => ../idempotency/pgstore
+	github.com/exactlyonce/retry/idempotency/redisstore => ../idempotency/redisstore
+)

@@ -26,12 +26,6 @@ func natsURL() string {
 const startCommand = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"
 
 func TestMain(m *testing.M) {
-	if schema := os.Getenv(relayChildEnv); schema != "" {
-		os.Exit(relayChild(schema, os.Getenv(relayStreamEnv)))
-	}
-	if schema := os.Getenv(drillChildEnv); schema != "" {
-		os.Exit(drillChild(schema, os.Getenv(drillStreamEnv), os.Getenv(drillDependencyEnv)))
-	}
 	if err := checkServer(); err != nil {
 		fmt.Fprintf(os.Stderr, "natsconsumer: the tests need NATS with JetStream at %s (EXACTLYONCE_NATS_URL), and it is not usable: %v\nstart it with: %s\n",
 			natsURL(), err, startCommand)

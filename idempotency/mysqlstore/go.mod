@@ -2,8 +2,6 @@ module github.com/exactlyonce/retry/idempotency/mysqlstore
 
 go 1.26.0
 
-replace github.com/exactlyonce/retry => ../..
-
 require (
 	github.com/exactlyonce/retry v0.0.0
 	github.com/go-sql-driver/mysql v1.10.2
@@ -12,16 +10,11 @@ require (
 )
 
 require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 
-require (
-	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/benbjohnson/clock v1.3.5 // indirect
-	github.com/exactlyonce/retry/idempotency/storetest/linearize v0.0.0
-	github.com/google/uuid v1.6.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-)
-
-replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../storetest/linearize
+replace github.com/exactlyonce/retry => ../..

@@ -10,13 +10,7 @@ require (
 )
 
 require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
-	golang.org/x/time v0.16.0 // indirect
-)
-
-require (
 	github.com/benbjohnson/clock v1.3.5 // indirect
-	github.com/exactlyonce/retry/idempotency/storetest/linearize v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -24,8 +18,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )
 
 replace github.com/exactlyonce/retry => ../..
-
-replace github.com/exactlyonce/retry/idempotency/storetest/linearize => ../storetest/linearize

@@ -37,6 +37,5 @@ replace (
 	github.com/exactlyonce/retry/idempotency/mysqlstore => ../../idempotency/mysqlstore
 	github.com/exactlyonce/retry/idempotency/pgstore => ../../idempotency/pgstore
 	github.com/exactlyonce/retry/idempotency/redisstore => ../../idempotency/redisstore
-	github.com/exactlyonce/retry/idempotency/storetest/linearize => ../../idempotency/storetest/linearize
 	github.com/exactlyonce/retry/opsui => ..
 )

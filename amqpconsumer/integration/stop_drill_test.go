@@ -1,4 +1,4 @@
-package amqpconsumer_test
+package integration_test
 
 import (
 	"bufio"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -328,20 +327,4 @@ func logLines(patterns []string, key string) string {
 		}
 	}
 	return out
-}
-
-// deadLetters returns the message ids in the dead-letter queue dlq, with
-// why they are there, leaving them there.
-func deadLetters(t *testing.T, conn *amqp.Connection, dlq string) []string {
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	var out []string
-	for {
-		d, ok, err := ch.Get(dlq, false)
-		if err != nil || !ok {
-			return out
-		}
-		out = append(out, fmt.Sprintf("%s (%v, x-delivery-count %v)", d.MessageId, d.Headers["x-first-death-reason"], d.Headers["x-delivery-count"]))
-	}
 }

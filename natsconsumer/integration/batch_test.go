@@ -1,4 +1,4 @@
-package natsconsumer_test
+package integration_test
 
 import (
 	"context"

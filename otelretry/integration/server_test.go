@@ -1,4 +1,4 @@
-package otelretry_test
+package integration_test
 
 import (
 	"context"
@@ -269,10 +269,10 @@ func TestConsumerTakeover(t *testing.T) {
 
 	spans := h.named("consume")
 	require.Len(t, spans, 2)
-	assertOutcome(t, spans[0], "executed", 1, "otelretry_test.brokerError")
+	assertOutcome(t, spans[0], "executed", 1, "integration_test.brokerError")
 	assertOutcome(t, spans[1], "taken_over", 2, "")
 	assert.Equal(t, int64(1), h.count(t, otelretry.MetricOutcomes,
-		outcome(idempotency.OutcomeExecuted), errTypeKey.String("otelretry_test.brokerError")))
+		outcome(idempotency.OutcomeExecuted), errTypeKey.String("integration_test.brokerError")))
 	assert.Equal(t, int64(1), h.count(t, otelretry.MetricOutcomes, outcome(idempotency.OutcomeTakenOver)))
 	assert.Equal(t, int64(1), h.count(t, otelretry.MetricOutcomes, outcome(idempotency.OutcomeReplayed)))
 	h.assertNoSecrets(t, secretKey, "tenant-9", "secret-token", "10.0.0.7")

@@ -1,35 +1,31 @@
-package amqpconsumer_test
+package integration_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	retry "github.com/exactlyonce/retry"
-	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/internal/drill"
+	"github.com/exactlyonce/retry/natsconsumer"
 )
 
 // Environment of the stop drill's child process.
 const (
 	drillChildEnv      = "EXACTLYONCE_TEST_DRILL_SCHEMA"
-	drillQueueEnv      = "EXACTLYONCE_TEST_DRILL_QUEUE"
+	drillStreamEnv     = "EXACTLYONCE_TEST_DRILL_STREAM"
 	drillDependencyEnv = "EXACTLYONCE_TEST_DRILL_DEPENDENCY"
-	drillLogEnv        = "EXACTLYONCE_TEST_DRILL_LOG"
-	drillLimitEnv      = "EXACTLYONCE_TEST_DRILL_LIMIT" // the queue's delivery limit
 )
 
 // Lines the drill's child prints on its stdout.
@@ -39,11 +35,11 @@ const (
 	lineStopped = "stopped"
 )
 
-// drillChild runs in a child process: a consumer of the drill's queue
+// drillChild runs in a child process: a consumer of the drill's stream
 // that stops, as a service's main does, when the process gets SIGTERM. It
 // prints lineRunning once it runs, lineOutage once it saw its dependency
 // down, and lineStopped with its stats once Run returned.
-func drillChild(schema, queue, depURL string) int {
+func drillChild(schema, stream, depURL string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	fail := func(err error) int {
@@ -58,20 +54,21 @@ func drillChild(schema, queue, depURL string) int {
 	if err != nil {
 		return fail(err)
 	}
-	conn, err := amqp.Dial(amqpURL())
+	nc, err := nats.Connect(natsURL())
 	if err != nil {
 		return fail(err)
 	}
-	logFile, err := os.Create(os.Getenv(drillLogEnv))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return fail(err)
 	}
-	defer logFile.Close()
-	log := drillLogger(logFile)
+	cons, err := js.Consumer(ctx, stream, "work")
+	if err != nil {
+		return fail(err)
+	}
 	budget := retry.DefaultBudget()
-	limit, _ := strconv.Atoi(os.Getenv(drillLimitEnv))
-	c, err := amqpconsumer.New(conn, queue, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
-		drill.Handler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(limit))
+	c, err := natsconsumer.New(cons, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
+		drill.Handler(schema, depURL, budget), budget))
 	if err != nil {
 		return fail(err)
 	}
@@ -96,24 +93,10 @@ func drillChild(schema, queue, depURL string) int {
 }
 
 // drillConfig is the configuration of the drill's consumers.
-func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget, log *slog.Logger) consumer.Config {
+func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget) consumer.Config {
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
-		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: log,
+		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: quiet(),
 		MaxDeliveries: drillMaxDeliveries,
-		Observer: func(_ context.Context, e consumer.Event) {
-			if e.Kind == consumer.EventSettled {
-				log.Debug("settled", slog.String("key", e.Key), slog.Int("delivery", e.Delivery),
-					slog.String("outcome", string(e.Outcome)), slog.Any("error", e.Err))
-			}
-		},
 	}
 }
-
-// drillLogger logs everything to w, for the report of a failed drill.
-func drillLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// quiet is a logger that discards, for consumers whose warnings are expected.
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,4 +1,4 @@
-package amqpconsumer_test
+package integration_test
 
 import (
 	"bufio"

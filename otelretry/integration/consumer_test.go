@@ -1,4 +1,4 @@
-package otelretry_test
+package integration_test
 
 import (
 	"context"

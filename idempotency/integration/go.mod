@@ -1,0 +1,41 @@
+module github.com/exactlyonce/retry/idempotency/integration
+
+go 1.26.0
+
+require (
+	github.com/exactlyonce/retry v0.0.0
+	github.com/exactlyonce/retry/idempotency/mysqlstore v0.0.0
+	github.com/exactlyonce/retry/idempotency/pgstore v0.0.0
+	github.com/exactlyonce/retry/idempotency/redisstore v0.0.0
+	github.com/exactlyonce/retry/idempotency/storetest/linearize v0.0.0
+	github.com/go-sql-driver/mysql v1.10.2
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)
+
+replace (
+	github.com/exactlyonce/retry => ../..
+	github.com/exactlyonce/retry/idempotency/mysqlstore => ../mysqlstore
+	github.com/exactlyonce/retry/idempotency/pgstore => ../pgstore
+	github.com/exactlyonce/retry/idempotency/redisstore => ../redisstore
+	github.com/exactlyonce/retry/idempotency/storetest/linearize => ../storetest/linearize
+)
