@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -55,7 +56,7 @@ func within(t *testing.T, limit time.Duration, what string, f func()) time.Durat
 // withURL returns amqpURL with its user info or path changed by edit.
 func withURL(t *testing.T, edit func(u *url.URL)) string {
 	t.Helper()
-	u, err := url.Parse(amqpURL())
+	u, err := url.Parse(amqptest.URL())
 	require.NoError(t, err)
 	edit(u)
 	return u.String()
@@ -66,10 +67,10 @@ func withURL(t *testing.T, edit func(u *url.URL)) string {
 // Run and returns its error.
 func consuming(t *testing.T, conn *amqpconsumer.Conn, grace time.Duration) (stop func() error) {
 	t.Helper()
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
 	handled := make(chan struct{}, 1)
-	cfg := config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error {
+	cfg := amqptest.Config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error {
 		select {
 		case handled <- struct{}{}:
 		default:
@@ -86,7 +87,7 @@ func consuming(t *testing.T, conn *amqpconsumer.Conn, grace time.Duration) (stop
 		cancel()
 		<-done
 	})
-	publish(t, channel(t, setup), queue, keyOf(0), bodyOf(0))
+	amqptest.Publish(t, amqptest.Channel(t, setup), queue, amqptest.KeyOf(0), amqptest.BodyOf(0))
 	select {
 	case <-handled:
 	case err := <-done:
@@ -122,15 +123,15 @@ func TestStopOnASilentNetworkEndsWithinTheGrace(t *testing.T) {
 // With the network silent, Conn.Close waits for the broker's answer no
 // longer than its bound, then closes the socket.
 func TestConnCloseOnASilentNetworkIsBounded(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
 	proxy, via := viaProxy(t)
 	conn := dial(t, via)
 	pub, err := conn.NewPublisher("")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, pub.Publish(ctx, keyOf(0), queue, []byte(bodyOf(0))), "the connection is open")
+	require.NoError(t, pub.Publish(ctx, amqptest.KeyOf(0), queue, []byte(amqptest.BodyOf(0))), "the connection is open")
 	proxy.Hold()
 	within(t, closeBound+slack, "Conn.Close", func() { _ = conn.Close() })
 }
@@ -173,7 +174,7 @@ func TestConnCloseCutsAHandshake(t *testing.T) {
 	pub, err := conn.NewPublisher("")
 	require.NoError(t, err)
 	published := make(chan error, 1)
-	go func() { published <- pub.Publish(context.Background(), keyOf(0), "nowhere", []byte("x")) }()
+	go func() { published <- pub.Publish(context.Background(), amqptest.KeyOf(0), "nowhere", []byte("x")) }()
 	select {
 	case <-greeted: // the handshake has begun
 	case <-time.After(time.Minute):
@@ -192,17 +193,17 @@ func TestRefusedConnectionEndsRun(t *testing.T) {
 		edit func(u *url.URL)
 	}{
 		{"wrong password", func(u *url.URL) { u.User = url.UserPassword(u.User.Username(), "not-the-password") }},
-		{"unknown vhost", func(u *url.URL) { u.Path = "/" + uniqueName("novhost") }},
+		{"unknown vhost", func(u *url.URL) { u.Path = "/" + amqptest.UniqueName("novhost") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			setup := connect(t)
-			queue, _ := newQueue(t, setup, 5)
+			setup := amqptest.Connect(t)
+			queue, _ := amqptest.NewQueue(t, setup, 5)
 			proxy, via := viaProxy(t)
 			u, err := url.Parse(via)
 			require.NoError(t, err)
 			tc.edit(u)
 			conn := dial(t, u.String())
-			c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
+			c, err := conn.NewConsumer(queue, amqptest.Config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -219,7 +220,7 @@ func TestRefusedConnectionEndsRun(t *testing.T) {
 			// A Publish on the Conn is refused the same way.
 			pub, err := conn.NewPublisher("")
 			require.NoError(t, err)
-			err = pub.Publish(ctx, keyOf(0), queue, []byte(bodyOf(0)))
+			err = pub.Publish(ctx, amqptest.KeyOf(0), queue, []byte(amqptest.BodyOf(0)))
 			require.NoError(t, ctx.Err())
 			assert.ErrorIs(t, err, amqpconsumer.ErrRefused)
 			assert.Equal(t, 2, proxy.Accepted(), "one more dial")
@@ -231,8 +232,8 @@ func TestRefusedConnectionEndsRun(t *testing.T) {
 // which closes the channel: Publish returns the refusal at once, with the
 // broker's reason, and sends nothing again.
 func TestPublishToAMissingExchangeIsRefused(t *testing.T) {
-	conn := dial(t, amqpURL())
-	pub, err := conn.NewPublisher(uniqueName("missing-exchange"))
+	conn := dial(t, amqptest.URL())
+	pub, err := conn.NewPublisher(amqptest.UniqueName("missing-exchange"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -240,7 +241,7 @@ func TestPublishToAMissingExchangeIsRefused(t *testing.T) {
 	// connection, and is timed.
 	for i := range 2 {
 		var err error
-		took := within(t, 10*time.Second, "Publish", func() { err = pub.Publish(ctx, keyOf(i), "orders", []byte(bodyOf(i))) })
+		took := within(t, 10*time.Second, "Publish", func() { err = pub.Publish(ctx, amqptest.KeyOf(i), "orders", []byte(amqptest.BodyOf(i))) })
 		t.Logf("Publish returned %v", err)
 		require.NoError(t, ctx.Err(), "Publish returned before its context ended")
 		assert.ErrorIs(t, err, amqpconsumer.ErrRefused)
@@ -269,7 +270,7 @@ func TestPublishToAnUnreachableBrokerSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	err = pub.Publish(ctx, keyOf(0), "orders", []byte(bodyOf(0)))
+	err = pub.Publish(ctx, amqptest.KeyOf(0), "orders", []byte(amqptest.BodyOf(0)))
 	t.Logf("Publish returned %v", err)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	msg := err.Error()

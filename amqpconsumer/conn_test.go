@@ -16,6 +16,7 @@ import (
 
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -29,8 +30,8 @@ func TestDialRejectsABadURL(t *testing.T) {
 // publisher) wait for one dial at a time, never several at once; once it
 // answers, all of them go on.
 func TestConnDialsOneAtATime(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
 	proxy, via := viaProxy(t)
 	proxy.Refuse(true)
 	var dialing, most, dials atomic.Int32
@@ -44,25 +45,25 @@ func TestConnDialsOneAtATime(t *testing.T) {
 	}, amqpconsumer.WithRedialBackoff(retry.FullJitter(time.Millisecond, 10*time.Millisecond)),
 		amqpconsumer.WithConnLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(func() { _ = conn.Close() })
-	var fx effects
+	var fx amqptest.Effects
 	for i := range 3 {
-		c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
-			fx.add(m.Key)
+		c, err := conn.NewConsumer(queue, amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+			fx.Add(m.Key)
 			return nil
-		}), amqpconsumer.WithConsumerTag(uniqueName("tag")))
+		}), amqpconsumer.WithConsumerTag(amqptest.UniqueName("tag")))
 		require.NoError(t, err, i)
-		start(t, c)
+		amqptest.Start(t, c)
 	}
 	pub, err := conn.NewPublisher("")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	published := make(chan error, 1)
-	go func() { published <- pub.Publish(ctx, keyOf(0), queue, []byte(bodyOf(0))) }()
-	eventually(t, "several dials refused", func() bool { return proxy.Refused() >= 5 })
+	go func() { published <- pub.Publish(ctx, amqptest.KeyOf(0), queue, []byte(amqptest.BodyOf(0))) }()
+	amqptest.Eventually(t, "several dials refused", func() bool { return proxy.Refused() >= 5 })
 	proxy.Refuse(false)
 	require.NoError(t, <-published)
-	eventually(t, "the message handled", func() bool { return fx.count(keyOf(0)) == 1 })
+	amqptest.Eventually(t, "the message handled", func() bool { return fx.Count(amqptest.KeyOf(0)) == 1 })
 	assert.Equal(t, int32(1), most.Load(), "one dial at a time")
 	assert.GreaterOrEqual(t, dials.Load(), int32(5))
 }
@@ -70,17 +71,17 @@ func TestConnDialsOneAtATime(t *testing.T) {
 // Closing a Conn while it redials ends the dial, and its users' waits:
 // Run returns an error matching ErrConnClosed.
 func TestConnClosedWhileRedialing(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
 	proxy, via := viaProxy(t)
 	proxy.Refuse(true)
 	conn := dial(t, via)
-	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
+	c, err := conn.NewConsumer(queue, amqptest.Config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { done <- c.Run(context.Background()) })
-	eventually(t, "the Conn redials", func() bool { return proxy.Refused() >= 2 })
+	amqptest.Eventually(t, "the Conn redials", func() bool { return proxy.Refused() >= 2 })
 	require.NoError(t, conn.Close())
 	wg.Wait()
 	err = <-done
@@ -90,8 +91,8 @@ func TestConnClosedWhileRedialing(t *testing.T) {
 // A Conn's consumer of a queue that does not exist stops at once with the
 // broker's refusal, rather than reconnecting for ever.
 func TestConnConsumerOfAMissingQueueStops(t *testing.T) {
-	conn := dial(t, amqpURL())
-	c, err := conn.NewConsumer(uniqueName("missing"), config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
+	conn := dial(t, amqptest.URL())
+	c, err := conn.NewConsumer(amqptest.UniqueName("missing"), amqptest.Config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -23,49 +24,49 @@ var errFlaky = errors.New("the warehouse answered 503")
 // one a publisher sent twice with the same message_id, and one the store
 // had completed before, are acked without running.
 func TestEachMessageOnceAndDuplicatesAcked(t *testing.T) {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, 0)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, 0)
+	ch := amqptest.Channel(t, conn)
 	runner := idempotency.NewRunner(nil)
-	var fx effects
-	c, err := amqpconsumer.New(conn, queue, config(runner, func(ctx context.Context, m *consumer.Message) error {
-		fx.add(m.Key)
+	var fx amqptest.Effects
+	c, err := amqpconsumer.New(conn, queue, amqptest.Config(runner, func(ctx context.Context, m *consumer.Message) error {
+		fx.Add(m.Key)
 		return nil
 	}))
 	require.NoError(t, err)
-	_, err = runner.Do(context.Background(), idempotency.Request{Caller: c.Caller(), Key: keyOf(0),
-		Fingerprint: idempotency.Fingerprint("MESSAGE", queue, "", []byte(bodyOf(0)))},
+	_, err = runner.Do(context.Background(), idempotency.Request{Caller: c.Caller(), Key: amqptest.KeyOf(0),
+		Fingerprint: idempotency.Fingerprint("MESSAGE", queue, "", []byte(amqptest.BodyOf(0)))},
 		func(context.Context, *idempotency.Execution) ([]byte, error) { return nil, nil })
 	require.NoError(t, err)
 	const n = 30
 	for i := range n {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
-	publish(t, ch, queue, keyOf(7), bodyOf(7)) // the publisher's retry
-	start(t, c)
-	eventually(t, "every message handled", func() bool { st := c.Stats(); return st.Executed+st.Duplicates == n+1 })
-	all, distinct := fx.total()
+	amqptest.Publish(t, ch, queue, amqptest.KeyOf(7), amqptest.BodyOf(7)) // the publisher's retry
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "every message handled", func() bool { st := c.Stats(); return st.Executed+st.Duplicates == n+1 })
+	all, distinct := fx.Total()
 	assert.Equal(t, n-1, all)
 	assert.Equal(t, n-1, distinct)
-	assert.Equal(t, 1, fx.count(keyOf(7)))
+	assert.Equal(t, 1, fx.Count(amqptest.KeyOf(7)))
 	assert.Equal(t, uint64(2), c.Stats().Duplicates)
-	assert.Zero(t, count(t, conn, queue))
+	assert.Zero(t, amqptest.Count(t, conn, queue))
 }
 
 // A transient failure is redelivered (held for a full-jitter backoff, then
 // requeued) until the handler succeeds.
 func TestTransientFailureRedelivered(t *testing.T) {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, 5)
-	ch := channel(t, conn)
-	var fx effects
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, 5)
+	ch := amqptest.Channel(t, conn)
+	var fx amqptest.Effects
 	var calls atomic.Int32
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	cfg := amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		if m.Delivery < 3 {
 			return errFlaky
 		}
-		fx.add(m.Key)
+		fx.Add(m.Key)
 		return nil
 	})
 	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
@@ -73,11 +74,11 @@ func TestTransientFailureRedelivered(t *testing.T) {
 	require.NoError(t, err)
 	const n = 10
 	for i := range n {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
-	start(t, c)
-	eventually(t, "every message handled", func() bool { return c.Stats().Executed == n })
-	all, distinct := fx.total()
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "every message handled", func() bool { return c.Stats().Executed == n })
+	all, distinct := fx.Total()
 	assert.Equal(t, n, all)
 	assert.Equal(t, n, distinct)
 	assert.Equal(t, int32(3*n), calls.Load())
@@ -87,22 +88,22 @@ func TestTransientFailureRedelivered(t *testing.T) {
 // A permanent failure parks the execution and dead-letters the message;
 // RetryParked runs it again from the store once mended.
 func TestPermanentFailureParkedAndDeadLettered(t *testing.T) {
-	conn := connect(t)
-	queue, dlq := newQueue(t, conn, 0)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, dlq := amqptest.NewQueue(t, conn, 0)
+	ch := amqptest.Channel(t, conn)
 	var mended atomic.Bool
-	var fx effects
-	c, err := amqpconsumer.New(conn, queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	var fx amqptest.Effects
+	c, err := amqpconsumer.New(conn, queue, amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		if !mended.Load() {
 			return retry.Permanent(errors.New("no such product"))
 		}
-		fx.add(m.Key + " " + string(m.Body))
+		fx.Add(m.Key + " " + string(m.Body))
 		return nil
 	}))
 	require.NoError(t, err)
-	publish(t, ch, queue, "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the message dead-lettered", func() bool { return count(t, conn, dlq) == 1 })
+	amqptest.Publish(t, ch, queue, "order-1", "2 chairs")
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "the message dead-lettered", func() bool { return amqptest.Count(t, conn, dlq) == 1 })
 	assert.Equal(t, uint64(1), c.Stats().Parked)
 	parked, err := c.ListParked(context.Background(), "", 0)
 	require.NoError(t, err)
@@ -110,26 +111,26 @@ func TestPermanentFailureParkedAndDeadLettered(t *testing.T) {
 	assert.Equal(t, "no such product", parked[0].Parked)
 	mended.Store(true)
 	require.NoError(t, c.RetryParked(context.Background(), "order-1"))
-	assert.Equal(t, 1, fx.count("order-1 2 chairs"))
+	assert.Equal(t, 1, fx.Count("order-1 2 chairs"))
 }
 
 // The delivery the quorum queue would dead-letter without a reason is not
 // given back: a transient failure on it parks it, then it is dead-lettered.
 func TestLastDeliveryParked(t *testing.T) {
-	conn := connect(t)
-	queue, dlq := newQueue(t, conn, 2)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, dlq := amqptest.NewQueue(t, conn, 2)
+	ch := amqptest.Channel(t, conn)
 	var calls atomic.Int32
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	cfg := amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		return errFlaky
 	})
 	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
 	c, err := amqpconsumer.New(conn, queue, cfg, amqpconsumer.WithDeliveryLimit(2))
 	require.NoError(t, err)
-	publish(t, ch, queue, "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the message dead-lettered", func() bool { return count(t, conn, dlq) == 1 })
+	amqptest.Publish(t, ch, queue, "order-1", "2 chairs")
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "the message dead-lettered", func() bool { return amqptest.Count(t, conn, dlq) == 1 })
 	assert.Equal(t, int32(3), calls.Load(), "delivered three times: the first and two given back")
 	parked, err := c.ListParked(context.Background(), "", 0)
 	require.NoError(t, err)
@@ -140,30 +141,30 @@ func TestLastDeliveryParked(t *testing.T) {
 // A message without message_id is never run unkeyed: Run stops with
 // ErrNoKey and the message stays in the queue; with WithKey it is keyed.
 func TestNoKeyStopsTheConsumer(t *testing.T) {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, 0)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, 0)
+	ch := amqptest.Channel(t, conn)
 	var calls atomic.Int32
 	handler := func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		return nil
 	}
-	c, err := amqpconsumer.New(conn, queue, config(idempotency.NewRunner(nil), handler))
+	c, err := amqpconsumer.New(conn, queue, amqptest.Config(idempotency.NewRunner(nil), handler))
 	require.NoError(t, err)
-	publish(t, ch, queue, "", "2 chairs")
+	amqptest.Publish(t, ch, queue, "", "2 chairs")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = c.Run(ctx)
 	require.ErrorIs(t, err, consumer.ErrNoKey)
 	assert.ErrorContains(t, err, "no message_id and no WithKey function")
 	assert.Zero(t, calls.Load())
-	eventually(t, "the message back in the queue", func() bool { return count(t, conn, queue) == 1 })
+	amqptest.Eventually(t, "the message back in the queue", func() bool { return amqptest.Count(t, conn, queue) == 1 })
 
-	c, err = amqpconsumer.New(conn, queue, config(idempotency.NewRunner(nil), handler),
+	c, err = amqpconsumer.New(conn, queue, amqptest.Config(idempotency.NewRunner(nil), handler),
 		amqpconsumer.WithKey(func(d *amqp.Delivery) string { return "body:" + string(d.Body) }))
 	require.NoError(t, err)
-	start(t, c)
-	eventually(t, "the message handled", func() bool { return c.Stats().Executed == 1 })
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "the message handled", func() bool { return c.Stats().Executed == 1 })
 	assert.Equal(t, int32(1), calls.Load())
 }
 
@@ -171,17 +172,17 @@ func TestNoKeyStopsTheConsumer(t *testing.T) {
 // and burns no delivery: with a delivery limit of 2, every message is
 // handled once when the dependency comes back, nothing dead-lettered.
 func TestOutageRiddenThrough(t *testing.T) {
-	conn := connect(t)
-	queue, dlq := newQueue(t, conn, 2)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, dlq := amqptest.NewQueue(t, conn, 2)
+	ch := amqptest.Channel(t, conn)
 	var down atomic.Bool
 	down.Store(true)
-	var fx effects
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	var fx amqptest.Effects
+	cfg := amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		if down.Load() {
 			return &retry.Error{Reason: retry.ErrDependencyDown, Last: errFlaky}
 		}
-		fx.add(m.Key)
+		fx.Add(m.Key)
 		return nil
 	})
 	cfg.MaxInFlight = 4
@@ -190,29 +191,29 @@ func TestOutageRiddenThrough(t *testing.T) {
 	require.NoError(t, err)
 	const n = 40
 	for i := range n {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
-	start(t, c)
-	eventually(t, "deliveries held through the outage", func() bool { return c.Stats().Held >= 20 })
-	assert.GreaterOrEqual(t, count(t, conn, queue), n-4, "no more taken than the prefetch")
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "deliveries held through the outage", func() bool { return c.Stats().Held >= 20 })
+	assert.GreaterOrEqual(t, amqptest.Count(t, conn, queue), n-4, "no more taken than the prefetch")
 	down.Store(false)
-	eventually(t, "every message handled", func() bool { return c.Stats().Executed == n })
-	all, distinct := fx.total()
+	amqptest.Eventually(t, "every message handled", func() bool { return c.Stats().Executed == n })
+	all, distinct := fx.Total()
 	assert.Equal(t, n, all)
 	assert.Equal(t, n, distinct)
 	assert.Zero(t, c.Stats().Terminated)
-	assert.Zero(t, count(t, conn, dlq))
+	assert.Zero(t, amqptest.Count(t, conn, dlq))
 }
 
 // A delivery whose key another execution holds is held for the hint and
 // requeued, not run; its redelivery, once the other completed, is acked.
 func TestInProgressElsewhereRedeliveredLater(t *testing.T) {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, 0)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, 0)
+	ch := amqptest.Channel(t, conn)
 	runner := idempotency.NewRunner(nil)
 	var calls atomic.Int32
-	c, err := amqpconsumer.New(conn, queue, config(runner, func(ctx context.Context, m *consumer.Message) error {
+	c, err := amqpconsumer.New(conn, queue, amqptest.Config(runner, func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		return nil
 	}))
@@ -230,11 +231,11 @@ func TestInProgressElsewhereRedeliveredLater(t *testing.T) {
 		done <- err
 	}()
 	<-holding
-	publish(t, ch, queue, "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the delivery given back", func() bool { return c.Stats().InProgress >= 1 })
+	amqptest.Publish(t, ch, queue, "order-1", "2 chairs")
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "the delivery given back", func() bool { return c.Stats().InProgress >= 1 })
 	close(release)
 	require.NoError(t, <-done)
-	eventually(t, "the redelivery acked", func() bool { return c.Stats().Duplicates == 1 })
+	amqptest.Eventually(t, "the redelivery acked", func() bool { return c.Stats().Duplicates == 1 })
 	assert.Zero(t, calls.Load())
 }

@@ -16,6 +16,7 @@ import (
 
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/tcpproxy"
@@ -25,7 +26,7 @@ import (
 // test, and returns it with the URL that reaches the broker through it.
 func viaProxy(t *testing.T) (*tcpproxy.Proxy, string) {
 	t.Helper()
-	u, err := url.Parse(amqpURL())
+	u, err := url.Parse(amqptest.URL())
 	require.NoError(t, err)
 	p, err := tcpproxy.New(u.Host)
 	require.NoError(t, err)
@@ -49,13 +50,13 @@ func dial(t *testing.T, rawURL string, opts ...amqpconsumer.ConnOption) *amqpcon
 }
 
 // requireOnce checks that each of the n messages had its effect once.
-func requireOnce(t *testing.T, fx *effects, n int) {
+func requireOnce(t *testing.T, fx *amqptest.Effects, n int) {
 	t.Helper()
-	all, distinct := fx.total()
+	all, distinct := fx.Total()
 	assert.Equal(t, n, distinct, "every message had its effect")
 	assert.Equal(t, n, all, "no message had its effect twice")
 	for i := range n {
-		assert.Equal(t, 1, fx.count(keyOf(i)), keyOf(i))
+		assert.Equal(t, 1, fx.Count(amqptest.KeyOf(i)), amqptest.KeyOf(i))
 	}
 }
 
@@ -63,39 +64,39 @@ func requireOnce(t *testing.T, fx *effects, n int) {
 // again on a new connection; the delivery whose channel died is
 // redelivered and not run again: every effect once, none lost.
 func TestConnConsumerCutMidHandler(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
-	ch := channel(t, setup)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
+	ch := amqptest.Channel(t, setup)
 	proxy, via := viaProxy(t)
 	conn := dial(t, via)
 	const n = 20
 	for i := range n {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
-	var fx effects
+	var fx amqptest.Effects
 	inHandler, cut := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
-		if m.Key == keyOf(3) {
+	c, err := conn.NewConsumer(queue, amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		if m.Key == amqptest.KeyOf(3) {
 			once.Do(func() {
 				close(inHandler)
 				<-cut
 			})
 		}
-		fx.add(m.Key)
+		fx.Add(m.Key)
 		return nil
 	}), amqpconsumer.WithDeliveryLimit(5))
 	require.NoError(t, err)
-	start(t, c)
+	amqptest.Start(t, c)
 	<-inHandler
 	require.Positive(t, proxy.Cut(), "the consumer's connection is cut")
 	close(cut)
 	// The delivery whose channel died comes again, to the consumer on its
 	// new channel, and is replayed from the store (it may come while its
 	// handler still runs, and be given back once first).
-	eventually(t, "every message handled, the cut one replayed", func() bool {
-		_, distinct := fx.total()
-		return distinct == n && c.Stats().Duplicates >= 1 && count(t, setup, queue) == 0
+	amqptest.Eventually(t, "every message handled, the cut one replayed", func() bool {
+		_, distinct := fx.Total()
+		return distinct == n && c.Stats().Duplicates >= 1 && amqptest.Count(t, setup, queue) == 0
 	})
 	requireOnce(t, &fx, n)
 	assert.GreaterOrEqual(t, c.Stats().Reconnects, uint64(1), "the consumer counts its reconnect")
@@ -106,21 +107,21 @@ func TestConnConsumerCutMidHandler(t *testing.T) {
 // sent but never at the broker) is followed by a redelivery that the
 // store replays: acked without running.
 func TestConnConsumerCutMidAck(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
-	ch := channel(t, setup)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
+	ch := amqptest.Channel(t, setup)
 	proxy, via := viaProxy(t)
 	conn := dial(t, via)
 	const n = 10
 	for i := range n {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
-	var fx effects
+	var fx amqptest.Effects
 	var once sync.Once
 	held := make(chan struct{})
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
-		fx.add(m.Key)
-		if m.Key == keyOf(5) {
+	cfg := amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		fx.Add(m.Key)
+		if m.Key == amqptest.KeyOf(5) {
 			// What the consumer sends from now on (this delivery's ack)
 			// waits in the proxy.
 			once.Do(func() {
@@ -133,13 +134,13 @@ func TestConnConsumerCutMidAck(t *testing.T) {
 	cfg.MaxInFlight = 1 // nothing but the ack is sent while held
 	c, err := conn.NewConsumer(queue, cfg, amqpconsumer.WithDeliveryLimit(5))
 	require.NoError(t, err)
-	start(t, c)
+	amqptest.Start(t, c)
 	<-held
-	eventually(t, "the ack is sent, and held", func() bool { return proxy.HeldBytes() >= ackFrameSize })
+	amqptest.Eventually(t, "the ack is sent, and held", func() bool { return proxy.HeldBytes() >= ackFrameSize })
 	require.Positive(t, proxy.Cut())
-	eventually(t, "every message handled", func() bool {
-		_, distinct := fx.total()
-		return distinct == n && count(t, setup, queue) == 0 && c.Stats().Duplicates >= 1
+	amqptest.Eventually(t, "every message handled", func() bool {
+		_, distinct := fx.Total()
+		return distinct == n && amqptest.Count(t, setup, queue) == 0 && c.Stats().Duplicates >= 1
 	})
 	requireOnce(t, &fx, n)
 	st := c.Stats()
@@ -154,48 +155,48 @@ const ackFrameSize = 21
 // A publish whose connection is cut before the broker confirmed it is
 // published again on a new connection, and confirmed.
 func TestConnPublisherCutMidPublish(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
 	proxy, via := viaProxy(t)
 	conn := dial(t, via)
 	pub, err := conn.NewPublisher("")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, pub.Publish(ctx, keyOf(0), queue, []byte(bodyOf(0))), "the channel opens at the first publish")
+	require.NoError(t, pub.Publish(ctx, amqptest.KeyOf(0), queue, []byte(amqptest.BodyOf(0))), "the channel opens at the first publish")
 	proxy.Hold()
 	body := make([]byte, 2048)
 	done := make(chan error, 1)
-	go func() { done <- pub.Publish(ctx, keyOf(1), queue, body) }()
-	eventually(t, "the publish is sent, and held", func() bool { return proxy.HeldBytes() >= len(body) })
+	go func() { done <- pub.Publish(ctx, amqptest.KeyOf(1), queue, body) }()
+	amqptest.Eventually(t, "the publish is sent, and held", func() bool { return proxy.HeldBytes() >= len(body) })
 	require.Positive(t, proxy.Cut())
 	require.NoError(t, <-done, "the publish is sent again and confirmed")
 	assert.Equal(t, uint64(1), pub.Resent())
-	eventually(t, "both messages in the queue", func() bool { return count(t, setup, queue) == 2 })
+	amqptest.Eventually(t, "both messages in the queue", func() bool { return amqptest.Count(t, setup, queue) == 2 })
 }
 
 // Under publishes and consumption on one Conn, its connection cut again and
 // again, and refused for a while: every message published is confirmed and
 // has its effect once.
 func TestConnCutsUnderLoad(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 20)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 20)
 	proxy, via := viaProxy(t)
 	conn := dial(t, via)
 	pub, err := conn.NewPublisher("")
 	require.NoError(t, err)
-	var fx effects
-	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
-		fx.add(m.Key)
+	var fx amqptest.Effects
+	c, err := conn.NewConsumer(queue, amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		fx.Add(m.Key)
 		return nil
 	}), amqpconsumer.WithDeliveryLimit(20))
 	require.NoError(t, err)
-	start(t, c)
+	amqptest.Start(t, c)
 	const n = 300
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reconnected := func(k uint64) {
-		eventually(t, "the consumer consumes again after the cut", func() bool { return c.Stats().Reconnects >= k })
+		amqptest.Eventually(t, "the consumer consumes again after the cut", func() bool { return c.Stats().Reconnects >= k })
 	}
 	for i := range n {
 		switch i {
@@ -205,17 +206,17 @@ func TestConnCutsUnderLoad(t *testing.T) {
 			reconnected(1)
 			proxy.Refuse(true)
 			proxy.Cut()
-			eventually(t, "the Conn redials while refused", func() bool { return proxy.Refused() >= 2 })
+			amqptest.Eventually(t, "the Conn redials while refused", func() bool { return proxy.Refused() >= 2 })
 			proxy.Refuse(false)
 		case 225:
 			reconnected(2)
 			proxy.Cut()
 		}
-		require.NoError(t, pub.Publish(ctx, keyOf(i), queue, []byte(fmt.Sprint(i))), keyOf(i))
+		require.NoError(t, pub.Publish(ctx, amqptest.KeyOf(i), queue, []byte(fmt.Sprint(i))), amqptest.KeyOf(i))
 	}
-	eventually(t, "every message handled", func() bool {
-		_, distinct := fx.total()
-		return distinct == n && count(t, setup, queue) == 0
+	amqptest.Eventually(t, "every message handled", func() bool {
+		_, distinct := fx.Total()
+		return distinct == n && amqptest.Count(t, setup, queue) == 0
 	})
 	requireOnce(t, &fx, n)
 	assert.GreaterOrEqual(t, c.Stats().Reconnects, uint64(3), "one reconnect per cut")
@@ -225,8 +226,8 @@ func TestConnCutsUnderLoad(t *testing.T) {
 // A Publisher on a channel of its own (NewPublisher) whose connection is
 // lost before the broker confirmed a publish returns an error at once.
 func TestChannelPublisherCutMidPublishFails(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
 	proxy, via := viaProxy(t)
 	conn, err := amqp.Dial(via)
 	require.NoError(t, err)
@@ -238,8 +239,8 @@ func TestChannelPublisherCutMidPublishFails(t *testing.T) {
 	proxy.Hold()
 	body := make([]byte, 2048)
 	done := make(chan error, 1)
-	go func() { done <- pub.Publish(context.Background(), keyOf(1), queue, body) }()
-	eventually(t, "the publish is sent, and held", func() bool { return proxy.HeldBytes() >= len(body) })
+	go func() { done <- pub.Publish(context.Background(), amqptest.KeyOf(1), queue, body) }()
+	amqptest.Eventually(t, "the publish is sent, and held", func() bool { return proxy.HeldBytes() >= len(body) })
 	require.Positive(t, proxy.Cut())
 	select {
 	case err := <-done:

@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -18,8 +19,8 @@ import (
 func ExampleDial() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	queue := uniqueName("example")
-	conn, err := amqpconsumer.Dial(amqpURL(), amqpconsumer.WithSetup(func(ch *amqp.Channel) error {
+	queue := amqptest.UniqueName("example")
+	conn, err := amqpconsumer.Dial(amqptest.URL(), amqpconsumer.WithSetup(func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare(queue, false, true, false, false, nil) // auto-deleted after the example
 		return err
 	}))

@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -18,14 +19,14 @@ import (
 func ExampleNew() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := amqp.Dial(amqpURL())
+	conn, err := amqp.Dial(amqptest.URL())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer conn.Close()
 	ch, _ := conn.Channel()
-	queue := uniqueName("example")
+	queue := amqptest.UniqueName("example")
 	if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
 		fmt.Println(err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -27,15 +28,15 @@ import (
 // Reconciler runs them, without RetryParked.
 func TestStopWhileTheQueueStreamsLastDeliveries(t *testing.T) {
 	const messages = 600
-	conn := connect(t)
-	queue, dlq := newQueue(t, conn, 1)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, dlq := amqptest.NewQueue(t, conn, 1)
+	ch := amqptest.Channel(t, conn)
 	for i := range messages {
-		publish(t, ch, queue, fmt.Sprintf("last-%04d", i), "x")
+		amqptest.Publish(t, ch, queue, fmt.Sprintf("last-%04d", i), "x")
 	}
 	giveAllBackOnce(t, queue, messages)
-	eventually(t, "all given back", func() bool { return count(t, conn, queue) == messages })
-	require.Zero(t, count(t, conn, dlq))
+	amqptest.Eventually(t, "all given back", func() bool { return amqptest.Count(t, conn, queue) == messages })
+	require.Zero(t, amqptest.Count(t, conn, dlq))
 
 	store := idempotency.NewMemoryStore(nil)
 	var (
@@ -50,14 +51,14 @@ func TestStopWhileTheQueueStreamsLastDeliveries(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	cfg := config(idempotency.NewRunner(store), handler)
+	cfg := amqptest.Config(idempotency.NewRunner(store), handler)
 	cfg.ReconcileInterval = 100 * time.Millisecond
-	c, err := amqpconsumer.New(connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(1))
+	c, err := amqpconsumer.New(amqptest.Connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(1))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(ctx) }()
-	eventually(t, "the consumer handles some", func() bool { return handled.Load() >= messages/6 })
+	amqptest.Eventually(t, "the consumer handles some", func() bool { return handled.Load() >= messages/6 })
 	cancel() // while the queue streams it more
 	require.ErrorIs(t, <-ran, context.Canceled)
 	st := c.Stats()
@@ -65,10 +66,10 @@ func TestStopWhileTheQueueStreamsLastDeliveries(t *testing.T) {
 	assert.Zero(t, st.Parked)
 
 	cfg.Runner = idempotency.NewRunner(store)
-	next, err := amqpconsumer.New(connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(1))
+	next, err := amqpconsumer.New(amqptest.Connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(1))
 	require.NoError(t, err)
-	start(t, next)
-	eventually(t, "the rest handled", func() bool { return count(t, conn, queue) == 0 && handled.Load() >= messages })
+	amqptest.Start(t, next)
+	amqptest.Eventually(t, "the rest handled", func() bool { return amqptest.Count(t, conn, queue) == 0 && handled.Load() >= messages })
 	mu.Lock()
 	defer mu.Unlock()
 	for i := range messages {
@@ -80,7 +81,7 @@ func TestStopWhileTheQueueStreamsLastDeliveries(t *testing.T) {
 	// The close gave back the handed-over ones, which the queue
 	// dead-lettered: copies of messages the store owns, never one it does
 	// not.
-	for _, l := range deadLetters(t, conn, dlq) {
+	for _, l := range amqptest.DeadLetters(t, conn, dlq) {
 		key := strings.Fields(l)[0]
 		rec, err := store.Get(context.Background(), queue, key)
 		require.NoError(t, err, "dead-lettered %s, unknown to the store", key)
@@ -92,7 +93,7 @@ func TestStopWhileTheQueueStreamsLastDeliveries(t *testing.T) {
 // so that the next delivery of each is its last under a limit of 1.
 func giveAllBackOnce(t *testing.T, queue string, n int) {
 	t.Helper()
-	ch := channel(t, connect(t))
+	ch := amqptest.Channel(t, amqptest.Connect(t))
 	require.NoError(t, ch.Qos(n, 0, false))
 	ds, err := ch.Consume(queue, "give-back", false, false, false, false, nil)
 	require.NoError(t, err)

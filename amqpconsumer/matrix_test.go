@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/consumer/consumertest"
 )
@@ -19,9 +20,9 @@ func TestFaultMatrix(t *testing.T) { consumertest.Run(t, matrixBroker{}) }
 type matrixBroker struct{}
 
 func (matrixBroker) Queue(t *testing.T, deliveries int) consumertest.Queue {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, deliveries-1)
-	return &matrixQueue{conn: conn, ch: channel(t, conn), queue: queue, limit: deliveries - 1}
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, deliveries-1)
+	return &matrixQueue{conn: conn, ch: amqptest.Channel(t, conn), queue: queue, limit: deliveries - 1}
 }
 
 type matrixQueue struct {
@@ -31,10 +32,12 @@ type matrixQueue struct {
 	limit int
 }
 
-func (q *matrixQueue) Publish(t *testing.T, key, body string) { publish(t, q.ch, q.queue, key, body) }
+func (q *matrixQueue) Publish(t *testing.T, key, body string) {
+	amqptest.Publish(t, q.ch, q.queue, key, body)
+}
 
 func (q *matrixQueue) Consumer(t *testing.T, cfg consumer.Config) consumertest.Consumer {
-	conn := connect(t)
+	conn := amqptest.Connect(t)
 	c, err := amqpconsumer.New(conn, q.queue, cfg, amqpconsumer.WithDeliveryLimit(q.limit))
 	require.NoError(t, err)
 	return matrixConsumer{Consumer: c, conn: conn}
@@ -45,7 +48,7 @@ func (q *matrixQueue) Consumer(t *testing.T, cfg consumer.Config) consumertest.C
 // A last delivery whose consumer died is dead-lettered by the queue as
 // well as finished from the store: the copy in the dead-letter queue is
 // not counted.)
-func (q *matrixQueue) Idle(t *testing.T) bool { return count(t, q.conn, q.queue) == 0 }
+func (q *matrixQueue) Idle(t *testing.T) bool { return amqptest.Count(t, q.conn, q.queue) == 0 }
 
 type matrixConsumer struct {
 	*amqpconsumer.Consumer

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -18,17 +19,17 @@ import (
 // (Message.Published), and the consumer's Observer hears how long it
 // waited in the queue; one without it says nothing.
 func TestMessageSaysWhenItWasPublished(t *testing.T) {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, 0)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, 0)
+	ch := amqptest.Channel(t, conn)
 	stamp := time.Now().Add(-time.Minute).Truncate(time.Second) // AMQP timestamps are in seconds
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{MessageId: "stamped", Timestamp: stamp, Body: []byte("x")}))
-	publish(t, ch, queue, "unstamped", "y")
+	amqptest.Publish(t, ch, queue, "unstamped", "y")
 	published := make(chan *consumer.Message, 2)
 	delivered := make(chan consumer.Event, 2)
-	cfg := config(idempotency.NewRunner(nil), func(_ context.Context, m *consumer.Message) error {
+	cfg := amqptest.Config(idempotency.NewRunner(nil), func(_ context.Context, m *consumer.Message) error {
 		published <- m
 		return nil
 	})
@@ -39,7 +40,7 @@ func TestMessageSaysWhenItWasPublished(t *testing.T) {
 	}
 	c, err := amqpconsumer.New(conn, queue, cfg)
 	require.NoError(t, err)
-	start(t, c)
+	amqptest.Start(t, c)
 	for range 2 {
 		m := <-published
 		e := <-delivered

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -20,28 +21,28 @@ import (
 // connection (on the service's one Runner) takes over the queue; every
 // message's effect happens once.
 func TestNewConsumerOnANewConnection(t *testing.T) {
-	setup := connect(t)
-	queue, _ := newQueue(t, setup, 5)
-	ch := channel(t, setup)
+	setup := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, setup, 5)
+	ch := amqptest.Channel(t, setup)
 	const n = 20
 	for i := range n {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
-	first, err := amqp.Dial(amqpURL())
+	first, err := amqp.Dial(amqptest.URL())
 	require.NoError(t, err)
 	defer first.Close()
 	runner := idempotency.NewRunner(nil)
-	var fx effects
+	var fx amqptest.Effects
 	inHandler, dropped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	cfg := config(runner, func(ctx context.Context, m *consumer.Message) error {
-		if m.Key == keyOf(3) {
+	cfg := amqptest.Config(runner, func(ctx context.Context, m *consumer.Message) error {
+		if m.Key == amqptest.KeyOf(3) {
 			once.Do(func() {
 				close(inHandler)
 				<-dropped
 			})
 		}
-		fx.add(m.Key)
+		fx.Add(m.Key)
 		return nil
 	})
 	c1, err := amqpconsumer.New(first, queue, cfg, amqpconsumer.WithDeliveryLimit(5))
@@ -58,14 +59,14 @@ func TestNewConsumerOnANewConnection(t *testing.T) {
 		t.Fatal("Run did not return after its connection closed")
 	}
 
-	c2, err := amqpconsumer.New(connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(5))
+	c2, err := amqpconsumer.New(amqptest.Connect(t), queue, cfg, amqpconsumer.WithDeliveryLimit(5))
 	require.NoError(t, err, "a new Consumer of the name on a new connection")
-	start(t, c2)
-	eventually(t, "every message handled once", func() bool {
-		all, distinct := fx.total()
-		return distinct == n && count(t, setup, queue) == 0 && all >= n
+	amqptest.Start(t, c2)
+	amqptest.Eventually(t, "every message handled once", func() bool {
+		all, distinct := fx.Total()
+		return distinct == n && amqptest.Count(t, setup, queue) == 0 && all >= n
 	})
 	for i := range n {
-		assert.Equal(t, 1, fx.count(keyOf(i)), keyOf(i))
+		assert.Equal(t, 1, fx.Count(amqptest.KeyOf(i)), amqptest.KeyOf(i))
 	}
 }

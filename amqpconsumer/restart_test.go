@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -21,7 +22,7 @@ import (
 // the queue on each new channel, and every message has its effect once.
 func TestConnRidesThroughBrokerRestart(t *testing.T) {
 	node := startRabbitNode(t)
-	queue := uniqueName("restart")
+	queue := amqptest.UniqueName("restart")
 	declare := func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(20)})
 		return err
@@ -29,27 +30,27 @@ func TestConnRidesThroughBrokerRestart(t *testing.T) {
 	conn := dial(t, node.url(), amqpconsumer.WithSetup(declare))
 	pub, err := conn.NewPublisher("")
 	require.NoError(t, err)
-	var fx effects
+	var fx amqptest.Effects
 	inHandler, restarted := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c, err := conn.NewConsumer(queue, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
-		if m.Key == keyOf(30) {
+	c, err := conn.NewConsumer(queue, amqptest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		if m.Key == amqptest.KeyOf(30) {
 			once.Do(func() {
 				close(inHandler)
 				<-restarted
 			})
 		}
-		fx.add(m.Key)
+		fx.Add(m.Key)
 		return nil
 	}), amqpconsumer.WithDeliveryLimit(20))
 	require.NoError(t, err)
-	start(t, c)
+	amqptest.Start(t, c)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n = 100
 	for i := range n / 2 {
-		require.NoError(t, pub.Publish(ctx, keyOf(i), queue, []byte(bodyOf(i))))
+		require.NoError(t, pub.Publish(ctx, amqptest.KeyOf(i), queue, []byte(amqptest.BodyOf(i))))
 	}
 	<-inHandler
 	node.stop()
@@ -57,7 +58,7 @@ func TestConnRidesThroughBrokerRestart(t *testing.T) {
 	go func() {
 		// Published while the broker is down: each waits for it.
 		for i := n / 2; i < n; i++ {
-			if err := pub.Publish(ctx, keyOf(i), queue, []byte(bodyOf(i))); err != nil {
+			if err := pub.Publish(ctx, amqptest.KeyOf(i), queue, []byte(amqptest.BodyOf(i))); err != nil {
 				published <- err
 				return
 			}
@@ -67,14 +68,14 @@ func TestConnRidesThroughBrokerRestart(t *testing.T) {
 	node.start()
 	close(restarted)
 	require.NoError(t, <-published)
-	eventually(t, "every message handled", func() bool {
-		_, distinct := fx.total()
+	amqptest.Eventually(t, "every message handled", func() bool {
+		_, distinct := fx.Total()
 		return distinct == n
 	})
 	check, err := amqp.Dial(node.url())
 	require.NoError(t, err)
 	defer check.Close()
-	eventually(t, "the queue empty", func() bool { return count(t, check, queue) == 0 })
+	amqptest.Eventually(t, "the queue empty", func() bool { return amqptest.Count(t, check, queue) == 0 })
 	requireOnce(t, &fx, n)
 	assert.GreaterOrEqual(t, c.Stats().Reconnects, uint64(1))
 }

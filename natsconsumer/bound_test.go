@@ -16,6 +16,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/tcpproxy"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // Issue 41: the ends natsconsumer promises (a stop within StopGrace, a
@@ -48,7 +49,7 @@ func within(t *testing.T, limit time.Duration, what string, f func()) {
 // the test can silence; both are closed at the end of the test.
 func proxied(t *testing.T) (*tcpproxy.Proxy, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	u, err := url.Parse(natsURL())
+	u, err := url.Parse(natstest.URL())
 	require.NoError(t, err)
 	p, err := tcpproxy.New(u.Host)
 	require.NoError(t, err)
@@ -68,11 +69,11 @@ func proxied(t *testing.T) (*tcpproxy.Proxy, *nats.Conn, jetstream.JetStream) {
 // the package documentation).
 func TestStopOnASilentNetworkEndsWithinGrace(t *testing.T) {
 	const grace = 3 * time.Second
-	_, setup := connect(t)
-	stream := newStream(t, setup)
-	newPullConsumer(t, setup, stream, jetstream.ConsumerConfig{AckWait: 10 * time.Second})
+	_, setup := natstest.Connect(t)
+	stream := natstest.NewStream(t, setup)
+	natstest.NewPullConsumer(t, setup, stream, jetstream.ConsumerConfig{AckWait: 10 * time.Second})
 	for i := range 5 {
-		publish(t, setup, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, setup, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
 	p, _, js := proxied(t)
 	cons, err := js.Consumer(t.Context(), stream, "work")
@@ -80,7 +81,7 @@ func TestStopOnASilentNetworkEndsWithinGrace(t *testing.T) {
 	handled := make(chan struct{}, 5)
 	release := make(chan struct{})
 	defer close(release)
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	cfg := natstest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		handled <- struct{}{}
 		select { // runs past the stop's grace period
 		case <-ctx.Done():
@@ -103,8 +104,8 @@ func TestStopOnASilentNetworkEndsWithinGrace(t *testing.T) {
 // A Publish on a silent network fails when its context ends, saying that
 // no stream acked it, and matching the context's error.
 func TestPublishOnASilentNetworkSaysWhy(t *testing.T) {
-	_, setup := connect(t)
-	stream := newStream(t, setup)
+	_, setup := natstest.Connect(t)
+	stream := natstest.NewStream(t, setup)
 	p, _, js := proxied(t)
 	p.Hold()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -122,10 +123,10 @@ func TestPublishOnASilentNetworkSaysWhy(t *testing.T) {
 // (nats.go tries twice more, 250 ms apart, riding out a stream leader's
 // election).
 func TestPublishWithoutAStreamFailsAtOnce(t *testing.T) {
-	_, js := connect(t)
+	_, js := natstest.Connect(t)
 	var err error
 	within(t, 500*time.Millisecond+slack, "Publish to a subject without a stream", func() {
-		err = natsconsumer.Publish(t.Context(), js, "order-1", uniqueName("nostream")+".orders", []byte("body"))
+		err = natsconsumer.Publish(t.Context(), js, "order-1", natstest.UniqueName("nostream")+".orders", []byte("body"))
 	})
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders), "%v", err)
@@ -134,15 +135,15 @@ func TestPublishWithoutAStreamFailsAtOnce(t *testing.T) {
 // Run ends, with an error that says so, when its JetStream consumer is
 // deleted.
 func TestRunEndsWhenItsConsumerIsDeleted(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
-	c, err := natsconsumer.New(cons, config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	c, err := natsconsumer.New(cons, natstest.Config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }))
 	require.NoError(t, err)
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(t.Context()) }()
-	publish(t, js, stream+".orders", keyOf(0), bodyOf(0))
-	eventually(t, "the message handled", func() bool { return c.Stats().Executed == 1 })
+	natstest.Publish(t, js, stream+".orders", natstest.KeyOf(0), natstest.BodyOf(0))
+	natstest.Eventually(t, "the message handled", func() bool { return c.Stats().Executed == 1 })
 	require.NoError(t, js.DeleteConsumer(t.Context(), stream, "work"))
 	within(t, 5*time.Second, "Run after its consumer was deleted", func() {
 		err = <-ran

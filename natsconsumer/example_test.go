@@ -12,6 +12,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // A JetStream consumer that ships each order once: the publisher's
@@ -21,14 +22,14 @@ import (
 func ExampleNew() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(natsURL())
+	nc, err := nats.Connect(natstest.URL())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	stream := uniqueName("EXAMPLE")
+	stream := natstest.UniqueName("EXAMPLE")
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"},
 		Storage: jetstream.MemoryStorage})
 	if err != nil {

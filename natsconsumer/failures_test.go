@@ -15,6 +15,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 var errFlaky = errors.New("the warehouse answered 503")
@@ -22,12 +23,12 @@ var errFlaky = errors.New("the warehouse answered 503")
 // A handler that fails transiently has its message redelivered (after a
 // full-jitter backoff) until it succeeds; its effect happens once.
 func TestTransientFailureRedelivered(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: 5})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: 5})
 	var fx effects
 	var calls atomic.Int32
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	cfg := natstest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		if m.Delivery < 3 {
 			return errFlaky
@@ -40,10 +41,10 @@ func TestTransientFailureRedelivered(t *testing.T) {
 	require.NoError(t, err)
 	const n = 10
 	for i := range n {
-		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, js, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
-	start(t, c)
-	eventually(t, "every message settled", func() bool { return settled(t, cons) && c.Stats().Executed == n })
+	natstest.Start(t, c)
+	natstest.Eventually(t, "every message settled", func() bool { return natstest.Settled(t, cons) && c.Stats().Executed == n })
 	all, distinct := fx.total()
 	assert.Equal(t, n, all)
 	assert.Equal(t, n, distinct)
@@ -57,13 +58,13 @@ func TestTransientFailureRedelivered(t *testing.T) {
 // the reason; once mended, RetryParked runs the handler again with the
 // stored message.
 func TestPermanentFailureParkedThenRetried(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
 	var fx effects
 	var mended atomic.Bool
 	var seen atomic.Value
-	c, err := natsconsumer.New(cons, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	c, err := natsconsumer.New(cons, natstest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		if !mended.Load() {
 			return retry.Permanent(errors.New("no such product"))
 		}
@@ -72,10 +73,10 @@ func TestPermanentFailureParkedThenRetried(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, err)
-	publish(t, js, stream+".orders", "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the message terminated", func() bool { return settled(t, cons) && c.Stats().Parked == 1 })
-	assert.Equal(t, uint64(1), info(t, cons).Delivered.Consumer, "delivered once, never again")
+	natstest.Publish(t, js, stream+".orders", "order-1", "2 chairs")
+	natstest.Start(t, c)
+	natstest.Eventually(t, "the message terminated", func() bool { return natstest.Settled(t, cons) && c.Stats().Parked == 1 })
+	assert.Equal(t, uint64(1), natstest.Info(t, cons).Delivered.Consumer, "delivered once, never again")
 
 	parked, err := c.ListParked(context.Background(), "", 0)
 	require.NoError(t, err)
@@ -96,20 +97,20 @@ func TestPermanentFailureParkedThenRetried(t *testing.T) {
 // The delivery that reaches MaxDeliver is not given back to be dropped:
 // a transient failure on it parks the execution with its reason.
 func TestLastDeliveryParked(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: 2})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: 2})
 	var calls atomic.Int32
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	cfg := natstest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		return errFlaky
 	})
 	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
 	c, err := natsconsumer.New(cons, cfg)
 	require.NoError(t, err)
-	publish(t, js, stream+".orders", "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the message parked", func() bool { return c.Stats().Parked == 1 && settled(t, cons) })
+	natstest.Publish(t, js, stream+".orders", "order-1", "2 chairs")
+	natstest.Start(t, c)
+	natstest.Eventually(t, "the message parked", func() bool { return c.Stats().Parked == 1 && natstest.Settled(t, cons) })
 	assert.Equal(t, int32(2), calls.Load())
 	parked, err := c.ListParked(context.Background(), "", 0)
 	require.NoError(t, err)
@@ -122,12 +123,12 @@ func TestLastDeliveryParked(t *testing.T) {
 // back with the hint's delay, and its redelivery, once the other
 // completed, is acked without running.
 func TestInProgressElsewhereRedeliveredLater(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
 	runner := idempotency.NewRunner(nil)
 	var calls atomic.Int32
-	c, err := natsconsumer.New(cons, config(runner, func(ctx context.Context, m *consumer.Message) error {
+	c, err := natsconsumer.New(cons, natstest.Config(runner, func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		return nil
 	}))
@@ -146,29 +147,29 @@ func TestInProgressElsewhereRedeliveredLater(t *testing.T) {
 		done <- err
 	}()
 	<-holding
-	publish(t, js, stream+".orders", "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the delivery given back", func() bool { return c.Stats().InProgress >= 1 })
+	natstest.Publish(t, js, stream+".orders", "order-1", "2 chairs")
+	natstest.Start(t, c)
+	natstest.Eventually(t, "the delivery given back", func() bool { return c.Stats().InProgress >= 1 })
 	close(release)
 	require.NoError(t, <-done)
-	eventually(t, "the redelivery acked", func() bool { return settled(t, cons) && c.Stats().Duplicates == 1 })
+	natstest.Eventually(t, "the redelivery acked", func() bool { return natstest.Settled(t, cons) && c.Stats().Duplicates == 1 })
 	assert.Zero(t, calls.Load(), "the other execution ran it")
-	assert.GreaterOrEqual(t, info(t, cons).Delivered.Consumer, uint64(2))
+	assert.GreaterOrEqual(t, natstest.Info(t, cons).Delivered.Consumer, uint64(2))
 }
 
 // A handler that runs past the consumer's AckWait keeps its delivery
 // (InProgress) and its lease (Extend): the message is delivered once and
 // handled once.
 func TestSlowHandlerKeptAlive(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
 	// Kept alive every third of it: a margin of over a second, for a
 	// loaded machine.
 	const ackWait = 2 * time.Second
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{AckWait: ackWait})
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{AckWait: ackWait})
 	runner := idempotency.NewRunner(nil, idempotency.WithLease(ackWait))
 	var calls atomic.Int32
-	c, err := natsconsumer.New(cons, config(runner, func(ctx context.Context, m *consumer.Message) error {
+	c, err := natsconsumer.New(cons, natstest.Config(runner, func(ctx context.Context, m *consumer.Message) error {
 		calls.Add(1)
 		select { // the handler is slow: it outlives its AckWait and lease twice and a half
 		case <-time.After(5 * ackWait / 2):
@@ -178,24 +179,24 @@ func TestSlowHandlerKeptAlive(t *testing.T) {
 		}
 	}))
 	require.NoError(t, err)
-	publish(t, js, stream+".orders", "order-1", "2 chairs")
-	start(t, c)
-	eventually(t, "the message acked", func() bool { return settled(t, cons) && c.Stats().Executed == 1 })
+	natstest.Publish(t, js, stream+".orders", "order-1", "2 chairs")
+	natstest.Start(t, c)
+	natstest.Eventually(t, "the message acked", func() bool { return natstest.Settled(t, cons) && c.Stats().Executed == 1 })
 	assert.Equal(t, int32(1), calls.Load())
-	assert.Equal(t, uint64(1), info(t, cons).Delivered.Consumer, "never redelivered")
+	assert.Equal(t, uint64(1), natstest.Info(t, cons).Delivered.Consumer, "never redelivered")
 }
 
 // While the handler's dependency is down the consumer fetches no more
 // than it holds, and burns no delivery: with MaxDeliver 2, every message
 // is handled once when the dependency comes back, none parked.
 func TestOutageRiddenThrough(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: 2})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: 2})
 	var down atomic.Bool
 	down.Store(true)
 	var fx effects
-	cfg := config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+	cfg := natstest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
 		if down.Load() {
 			return &retry.Error{Reason: retry.ErrDependencyDown, Last: errFlaky}
 		}
@@ -208,16 +209,16 @@ func TestOutageRiddenThrough(t *testing.T) {
 	require.NoError(t, err)
 	const n = 40
 	for i := range n {
-		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, js, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
-	start(t, c)
-	eventually(t, "deliveries held through the outage", func() bool { return c.Stats().Held >= 20 })
-	i := info(t, cons)
+	natstest.Start(t, c)
+	natstest.Eventually(t, "deliveries held through the outage", func() bool { return c.Stats().Held >= 20 })
+	i := natstest.Info(t, cons)
 	assert.LessOrEqual(t, i.NumAckPending, 4, "no more fetched than handled")
 	assert.GreaterOrEqual(t, i.NumPending, uint64(n-4), "the rest waits in the stream")
 	assert.Zero(t, i.NumRedelivered)
 	down.Store(false)
-	eventually(t, "every message handled", func() bool { return settled(t, cons) && c.Stats().Executed == n })
+	natstest.Eventually(t, "every message handled", func() bool { return natstest.Settled(t, cons) && c.Stats().Executed == n })
 	all, distinct := fx.total()
 	assert.Equal(t, n, all)
 	assert.Equal(t, n, distinct)

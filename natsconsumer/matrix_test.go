@@ -11,6 +11,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/consumer/consumertest"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // The consumers' fault matrix, against the real JetStream.
@@ -20,9 +21,9 @@ func TestFaultMatrix(t *testing.T) { consumertest.Run(t, matrixBroker{}) }
 type matrixBroker struct{}
 
 func (matrixBroker) Queue(t *testing.T, deliveries int) consumertest.Queue {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: deliveries, AckWait: time.Second})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: deliveries, AckWait: time.Second})
 	return &matrixQueue{js: js, stream: stream, cons: cons}
 }
 
@@ -35,11 +36,11 @@ type matrixQueue struct {
 // Publish publishes with the key as Nats-Msg-Id: within the stream's
 // duplicate window a second publish of a key is dropped by the stream.
 func (q *matrixQueue) Publish(t *testing.T, key, body string) {
-	publish(t, q.js, q.stream+".orders", key, body)
+	natstest.Publish(t, q.js, q.stream+".orders", key, body)
 }
 
 func (q *matrixQueue) Consumer(t *testing.T, cfg consumer.Config) consumertest.Consumer {
-	nc, js := connect(t)
+	nc, js := natstest.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := js.Consumer(ctx, q.stream, "work")
@@ -56,7 +57,7 @@ func (q *matrixQueue) Consumer(t *testing.T, cfg consumer.Config) consumertest.C
 // Idle: nothing pending, nothing waiting for an ack (a message dropped
 // at MaxDeliver stays counted in NumRedelivered).
 func (q *matrixQueue) Idle(t *testing.T) bool {
-	i := info(t, q.cons)
+	i := natstest.Info(t, q.cons)
 	return i.NumPending == 0 && i.NumAckPending == 0
 }
 

@@ -12,19 +12,20 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // A message says when the stream took it (Message.Published), and the
 // consumer's Observer hears how long it waited there.
 func TestMessageSaysWhenTheStreamTookIt(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
 	before := time.Now()
-	publish(t, js, stream+".orders", "k1", "body")
+	natstest.Publish(t, js, stream+".orders", "k1", "body")
 	published := make(chan time.Time, 1)
 	waited := make(chan consumer.Event, 1)
-	cfg := config(idempotency.NewRunner(nil), func(_ context.Context, m *consumer.Message) error {
+	cfg := natstest.Config(idempotency.NewRunner(nil), func(_ context.Context, m *consumer.Message) error {
 		published <- m.Published
 		return nil
 	})
@@ -35,7 +36,7 @@ func TestMessageSaysWhenTheStreamTookIt(t *testing.T) {
 	}
 	c, err := natsconsumer.New(cons, cfg)
 	require.NoError(t, err)
-	start(t, c)
+	natstest.Start(t, c)
 	at := <-published
 	assert.WithinRange(t, at, before.Add(-time.Second), time.Now(), "the stream's timestamp (its clock is this machine's)")
 	e := <-waited

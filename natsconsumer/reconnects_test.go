@@ -15,6 +15,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/tcpproxy"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // A connection the other end drops before the handshake is not a
@@ -22,10 +23,10 @@ import (
 // (accepted, then closed at once) and then one cut, the consumer counts
 // the one time the connection was restored, not nats.go's attempts.
 func TestReconnectsCountRestoredConnections(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
-	proxy, err := tcpproxy.New(strings.TrimPrefix(natsURL(), "nats://"))
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	proxy, err := tcpproxy.New(strings.TrimPrefix(natstest.URL(), "nats://"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
@@ -36,16 +37,16 @@ func TestReconnectsCountRestoredConnections(t *testing.T) {
 	require.NoError(t, err)
 	cons, err := pjs.Consumer(t.Context(), stream, "work")
 	require.NoError(t, err)
-	c, err := natsconsumer.New(cons, config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }), natsconsumer.WithConn(nc))
+	c, err := natsconsumer.New(cons, natstest.Config(idempotency.NewRunner(nil), func(context.Context, *consumer.Message) error { return nil }), natsconsumer.WithConn(nc))
 	require.NoError(t, err)
-	start(t, c)
+	natstest.Start(t, c)
 
 	proxy.Refuse(true)
 	proxy.Cut()
-	eventually(t, "several connections dropped before their handshake", func() bool { return proxy.Refused() >= 5 })
+	natstest.Eventually(t, "several connections dropped before their handshake", func() bool { return proxy.Refused() >= 5 })
 	proxy.Refuse(false)
-	eventually(t, "nats.go reconnects", nc.IsConnected)
-	eventually(t, "the reconnect counted", func() bool { return c.Stats().Reconnects >= 1 })
+	natstest.Eventually(t, "nats.go reconnects", nc.IsConnected)
+	natstest.Eventually(t, "the reconnect counted", func() bool { return c.Stats().Reconnects >= 1 })
 	t.Logf("nats.go counts %d reconnects, the consumer %d, the proxy refused %d", nc.Stats().Reconnects, c.Stats().Reconnects, proxy.Refused())
 	assert.Equal(t, uint64(1), c.Stats().Reconnects)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // A nats-server killed while a handler runs and started again on its
@@ -31,16 +32,16 @@ func TestServerKilledAndRestarted(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stream := uniqueName("RESTART")
+	stream := natstest.UniqueName("RESTART")
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage})
 	require.NoError(t, err)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{AckWait: 2 * time.Second, MaxDeliver: 20})
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{AckWait: 2 * time.Second, MaxDeliver: 20})
 
 	var fx effects
 	inHandler, restarted := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c, err := natsconsumer.New(cons, config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
-		if m.Key == keyOf(30) {
+	c, err := natsconsumer.New(cons, natstest.Config(idempotency.NewRunner(nil), func(ctx context.Context, m *consumer.Message) error {
+		if m.Key == natstest.KeyOf(30) {
 			once.Do(func() {
 				close(inHandler)
 				<-restarted
@@ -52,23 +53,23 @@ func TestServerKilledAndRestarted(t *testing.T) {
 	require.NoError(t, err)
 	const n = 100
 	for i := range n / 2 {
-		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, js, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
-	start(t, c)
+	natstest.Start(t, c)
 	<-inHandler
 	srv.kill()
 	srv.start()
 	close(restarted)
 	reconnected := func() bool { return nc.IsConnected() }
-	eventually(t, "nats.go reconnects", reconnected)
+	natstest.Eventually(t, "nats.go reconnects", reconnected)
 	for i := n / 2; i < n; i++ {
-		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, js, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
-	eventually(t, "every message handled", func() bool {
+	natstest.Eventually(t, "every message handled", func() bool {
 		_, distinct := fx.total()
 		return distinct == n
 	})
-	eventually(t, "every message acked", func() bool { return settled(t, cons) })
+	natstest.Eventually(t, "every message acked", func() bool { return natstest.Settled(t, cons) })
 	all, distinct := fx.total()
 	assert.Equal(t, n, distinct)
 	assert.Equal(t, n, all, "no message had its effect twice")

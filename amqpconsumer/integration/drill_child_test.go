@@ -17,6 +17,7 @@ import (
 
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
@@ -58,7 +59,7 @@ func drillChild(schema, queue, depURL string) int {
 	if err != nil {
 		return fail(err)
 	}
-	conn, err := amqp.Dial(amqpURL())
+	conn, err := amqp.Dial(amqptest.URL())
 	if err != nil {
 		return fail(err)
 	}

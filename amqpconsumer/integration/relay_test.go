@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
@@ -49,7 +50,7 @@ func newOutbox(t *testing.T) (*pgstore.Store, *pgxpool.Pool, string) {
 		pool.Close()
 		t.Fatalf("the outbox tests need PostgreSQL at %s (EXACTLYONCE_PG_DSN): %v\nstart it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", pgDSN(), err)
 	}
-	schema := strings.ReplaceAll(uniqueName("eo_amqp"), "-", "_")
+	schema := strings.ReplaceAll(amqptest.UniqueName("eo_amqp"), "-", "_")
 	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -79,7 +80,7 @@ func relayChild(schema, queue string) int {
 	if err != nil {
 		return fail(err)
 	}
-	conn, err := amqp.Dial(amqpURL())
+	conn, err := amqp.Dial(amqptest.URL())
 	if err != nil {
 		return fail(err)
 	}
@@ -107,8 +108,8 @@ func relayChild(schema, queue string) int {
 // again, RabbitMQ keeps both copies, and the consumer, keyed by the row's
 // id, handles the message once and acks the repeat.
 func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
-	conn := connect(t)
-	queue, _ := newQueue(t, conn, 0)
+	conn := amqptest.Connect(t)
+	queue, _ := amqptest.NewQueue(t, conn, 0)
 	store, pool, schema := newOutbox(t)
 	ctx := context.Background()
 	id, err := store.Enqueue(ctx, pool, "orders", []byte("2 chairs"))
@@ -141,7 +142,7 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 	require.ErrorAs(t, err, &exit)
 	assert.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
 
-	pub, err := amqpconsumer.NewPublisher(channel(t, conn), "")
+	pub, err := amqpconsumer.NewPublisher(amqptest.Channel(t, conn), "")
 	require.NoError(t, err)
 	var published atomic.Int32
 	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
@@ -152,7 +153,7 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 	defer cancel()
 	// The dead relay's transaction holds the row until PostgreSQL sees its
 	// connection gone and rolls it back; until then a relay skips the row.
-	eventually(t, "the next relay publishes the row again", func() bool {
+	amqptest.Eventually(t, "the next relay publishes the row again", func() bool {
 		n, err := relay.RunOnce(rctx)
 		require.NoError(t, err)
 		return n == 1
@@ -160,27 +161,27 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 	n, err := relay.RunOnce(rctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "marked sent")
-	assert.Equal(t, 2, count(t, conn, queue), "RabbitMQ keeps both copies")
+	assert.Equal(t, 2, amqptest.Count(t, conn, queue), "RabbitMQ keeps both copies")
 
-	var fx effects
-	c, err := amqpconsumer.New(conn, queue, config(idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
-		fx.add(m.Key)
+	var fx amqptest.Effects
+	c, err := amqpconsumer.New(conn, queue, amqptest.Config(idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
+		fx.Add(m.Key)
 		return nil
 	}))
 	require.NoError(t, err)
-	start(t, c)
-	eventually(t, "both copies settled", func() bool { st := c.Stats(); return st.Executed+st.Duplicates == 2 })
-	assert.Equal(t, 1, fx.count(id))
+	amqptest.Start(t, c)
+	amqptest.Eventually(t, "both copies settled", func() bool { st := c.Stats(); return st.Executed+st.Duplicates == 2 })
+	assert.Equal(t, 1, fx.Count(id))
 	assert.Equal(t, uint64(1), c.Stats().Duplicates)
 }
 
 // Publish fails with ErrUnroutable when no queue takes the message.
 func TestPublishUnroutable(t *testing.T) {
-	conn := connect(t)
-	pub, err := amqpconsumer.NewPublisher(channel(t, conn), "")
+	conn := amqptest.Connect(t)
+	pub, err := amqpconsumer.NewPublisher(amqptest.Channel(t, conn), "")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = pub.Publish(ctx, "id-1", uniqueName("no-such-queue"), []byte("x"))
+	err = pub.Publish(ctx, "id-1", amqptest.UniqueName("no-such-queue"), []byte("x"))
 	require.ErrorIs(t, err, amqpconsumer.ErrUnroutable)
 }

@@ -20,6 +20,7 @@ import (
 
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/drill"
@@ -81,15 +82,15 @@ func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
 // stopDrill runs the drill on a queue with the delivery limit limit (0
 // for none), ending the children with end while their dependency is down.
 func stopDrill(t *testing.T, limit int, end func([]*drillProcess)) {
-	conn := connect(t)
-	queue, dlq := newQueue(t, conn, limit)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, dlq := amqptest.NewQueue(t, conn, limit)
+	ch := amqptest.Channel(t, conn)
 	store, pool, schema := newOutbox(t)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, "CREATE TABLE "+pgx.Identifier{schema, "effects"}.Sanitize()+" (key text NOT NULL)")
 	require.NoError(t, err)
 	for i := range drillMessages {
-		publish(t, ch, queue, drillKey(i), "order "+drillKey(i))
+		amqptest.Publish(t, ch, queue, drillKey(i), "order "+drillKey(i))
 	}
 	dep := drill.NewDependency(t)
 
@@ -97,7 +98,7 @@ func stopDrill(t *testing.T, limit int, end func([]*drillProcess)) {
 	for range drillChildren {
 		children = append(children, startDrillChild(t, schema, queue, dep.URL(), limit))
 	}
-	eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
+	amqptest.Eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
 	dep.SetDown(true)
 	for _, c := range children {
 		c.await(t, lineOutage)
@@ -112,7 +113,7 @@ func stopDrill(t *testing.T, limit int, end func([]*drillProcess)) {
 	newLog, err := os.Create(filepath.Join(logs, "new.log"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = newLog.Close() })
-	c, err := amqpconsumer.New(connect(t), queue, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget, drillLogger(newLog)),
+	c, err := amqpconsumer.New(amqptest.Connect(t), queue, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget, drillLogger(newLog)),
 		amqpconsumer.WithDeliveryLimit(limit))
 	require.NoError(t, err)
 	ran := make(chan error, 1)
@@ -125,15 +126,15 @@ func stopDrill(t *testing.T, limit int, end func([]*drillProcess)) {
 			return fmt.Sprintf("the new consumer's Run returned %v; ", err)
 		default:
 		}
-		return fmt.Sprintf("%d ready in the queue, %d dead-lettered %v; ", count(t, conn, queue), count(t, conn, dlq), deadLetters(t, conn, dlq))
-	}, func() bool { return count(t, conn, queue) == 0 }, filepath.Join(children[0].dir, "*.log"), filepath.Join(children[1].dir, "*.log"),
+		return fmt.Sprintf("%d ready in the queue, %d dead-lettered %v; ", amqptest.Count(t, conn, queue), amqptest.Count(t, conn, dlq), amqptest.DeadLetters(t, conn, dlq))
+	}, func() bool { return amqptest.Count(t, conn, queue) == 0 }, filepath.Join(children[0].dir, "*.log"), filepath.Join(children[1].dir, "*.log"),
 		filepath.Join(logs, "*.log"))
 	after := countEffects(t, pool, schema)
 	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked %d, dead-lettered %d",
-		before.all, c.Stats(), parked, count(t, conn, dlq))
+		before.all, c.Stats(), parked, amqptest.Count(t, conn, dlq))
 	assert.Zero(t, parked, "left parked")
 	if limit == 0 {
-		assert.Zero(t, count(t, conn, dlq), "dead-lettered without a limit")
+		assert.Zero(t, amqptest.Count(t, conn, dlq), "dead-lettered without a limit")
 	}
 	assert.Equal(t, drillMessages, after.distinct, "lost")
 	assert.Equal(t, drillMessages, after.all, "duplicated: %v", after.doubled)
@@ -288,7 +289,7 @@ func awaitEffects(t *testing.T, c *consumer.Consumer, store idempotency.Store, p
 
 func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT key, count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
+	rows, err := pool.Query(context.Background(), "SELECT key, amqptest.Count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
 	require.NoError(t, err)
 	defer rows.Close()
 	n := effectCount{keys: make(map[string]bool)}

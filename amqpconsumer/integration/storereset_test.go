@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
+	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/internal/drill"
 )
@@ -27,25 +28,25 @@ const (
 // message: every effect happens once, nothing is terminated or
 // dead-lettered.
 func TestStoreConnectionsResetLoseNothing(t *testing.T) {
-	conn := connect(t)
-	queue, dlq := newQueue(t, conn, resetLimit)
-	ch := channel(t, conn)
+	conn := amqptest.Connect(t)
+	queue, dlq := amqptest.NewQueue(t, conn, resetLimit)
+	ch := amqptest.Channel(t, conn)
 	_, direct, schema := newOutbox(t)
 	effects := drill.NewEffects(t, direct, schema)
 	for i := range resetMessages {
-		publish(t, ch, queue, keyOf(i), bodyOf(i))
+		amqptest.Publish(t, ch, queue, amqptest.KeyOf(i), amqptest.BodyOf(i))
 	}
 
 	proxy, store := drill.ProxiedStore(t, pgDSN(), schema)
 	runner := idempotency.NewRunner(store, idempotency.WithLease(2*time.Second))
-	c, err := amqpconsumer.New(conn, queue, config(runner, effects.Handler), amqpconsumer.WithDeliveryLimit(resetLimit))
+	c, err := amqpconsumer.New(conn, queue, amqptest.Config(runner, effects.Handler), amqpconsumer.WithDeliveryLimit(resetLimit))
 	require.NoError(t, err)
-	start(t, c)
+	amqptest.Start(t, c)
 
 	cut := effects.ResetStoreTwice(t, proxy, resetMessages, resetRefused)
 	// Every delivery settled: acked after its outcome was stored, or
 	// (what must not happen) terminated.
-	eventually(t, "every delivery settled", func() bool {
+	amqptest.Eventually(t, "every delivery settled", func() bool {
 		st := c.Stats()
 		return st.Executed+st.Duplicates >= resetMessages || st.Terminated > 0
 	})
@@ -57,6 +58,6 @@ func TestStoreConnectionsResetLoseNothing(t *testing.T) {
 	assert.Equal(t, resetMessages, distinct, "none lost")
 	assert.Zero(t, st.Terminated, "no message terminated for the store's outage")
 	assert.Zero(t, st.Parked)
-	assert.Zero(t, count(t, conn, dlq), "nothing dead-lettered")
+	assert.Zero(t, amqptest.Count(t, conn, dlq), "nothing dead-lettered")
 	assert.Positive(t, cut, "connections were reset")
 }

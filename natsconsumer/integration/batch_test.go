@@ -16,6 +16,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // countingPG is pgstore counting its batch claims.
@@ -36,21 +37,21 @@ func (s *countingPG) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimReq
 // whose statements the server failed) loses only its own write, and is run again on its
 // redelivery; every message's write is committed once, with its outcome.
 func TestBatchedLocalWritesOncePerMessage(t *testing.T) {
-	_, js := connect(t)
+	_, js := natstest.Connect(t)
 	pg, pool, schema := newOutbox(t)
 	store := &countingPG{Store: pg}
 	ctx := context.Background()
 	table := pgx.Identifier{schema, "shipments"}.Sanitize()
 	_, err := pool.Exec(ctx, "CREATE TABLE "+table+" (order_id text PRIMARY KEY)")
 	require.NoError(t, err)
-	stream := newStream(t, js)
+	stream := natstest.NewStream(t, js)
 	const n = 300
 	for i := range n {
-		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, js, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
 	var failedAfterWrite, failedStatement atomic.Int64
-	c, err := natsconsumer.New(cons, config(idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
+	c, err := natsconsumer.New(cons, natstest.Config(idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
 		tx, ok := pgstore.TxFrom(ctx)
 		if !ok {
 			return errors.New("no transaction")
@@ -74,17 +75,17 @@ func TestBatchedLocalWritesOncePerMessage(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, err)
-	start(t, c)
-	eventually(t, "every message handled", func() bool { return settled(t, cons) && c.Stats().Executed == n })
+	natstest.Start(t, c)
+	natstest.Eventually(t, "every message handled", func() bool { return natstest.Settled(t, cons) && c.Stats().Executed == n })
 
 	var rows, distinct int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT order_id) FROM "+table).Scan(&rows, &distinct))
 	assert.Equal(t, n, rows, "writes committed")
 	assert.Equal(t, n, distinct)
 	for i := range n {
-		rec, err := store.Get(ctx, c.Caller(), keyOf(i))
-		require.NoError(t, err, keyOf(i))
-		assert.Equal(t, idempotency.StateCompleted, rec.State, keyOf(i))
+		rec, err := store.Get(ctx, c.Caller(), natstest.KeyOf(i))
+		require.NoError(t, err, natstest.KeyOf(i))
+		assert.Equal(t, idempotency.StateCompleted, rec.State, natstest.KeyOf(i))
 	}
 	assert.EqualValues(t, n/10, failedAfterWrite.Load())
 	assert.EqualValues(t, n/10, failedStatement.Load())

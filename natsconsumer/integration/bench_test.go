@@ -13,6 +13,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // benchMessages is how many messages each consumer of one iteration of
@@ -37,7 +38,7 @@ const benchInFlight = 64
 // one batch at a time, no broker). Each consumer gets a fresh stream of
 // benchMessages messages with Nats-Msg-Id set.
 func BenchmarkConsumerThroughput(b *testing.B) {
-	_, js := connect(b)
+	_, js := natstest.Connect(b)
 	stores := []benchStore{postgresBench(b), mysqlBench(b), redisBench(b)}
 	var plain, mem float64
 	plainOne := make([]float64, len(stores))
@@ -92,12 +93,12 @@ func BenchmarkConsumerThroughput(b *testing.B) {
 func benchRun(b *testing.B, js jetstream.JetStream, mk func(jetstream.Consumer, func()) func(context.Context) error) float64 {
 	b.Helper()
 	b.StopTimer()
-	stream := newStream(b, js)
+	stream := natstest.NewStream(b, js)
 	ctx := context.Background()
 	var futures []jetstream.PubAckFuture
 	for i := range benchMessages {
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: stream + ".orders", Data: []byte(bodyOf(i)), Header: nats.Header{}},
-			jetstream.WithMsgID(keyOf(i)))
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: stream + ".orders", Data: []byte(natstest.BodyOf(i)), Header: nats.Header{}},
+			jetstream.WithMsgID(natstest.KeyOf(i)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func benchRun(b *testing.B, js jetstream.JetStream, mk func(jetstream.Consumer, 
 			b.Fatal(err)
 		}
 	}
-	cons := newPullConsumer(b, js, stream, jetstream.ConsumerConfig{MaxAckPending: 4 * benchInFlight})
+	cons := natstest.NewPullConsumer(b, js, stream, jetstream.ConsumerConfig{MaxAckPending: 4 * benchInFlight})
 	var handled atomic.Int64
 	all := make(chan struct{})
 	run := mk(cons, func() {
@@ -133,7 +134,7 @@ func benchRun(b *testing.B, js jetstream.JetStream, mk func(jetstream.Consumer, 
 
 // oursConsumer is natsconsumer with a no-op handler.
 func oursConsumer(b *testing.B, cons jetstream.Consumer, runner *idempotency.Runner, done func()) func(context.Context) error {
-	cfg := config(runner, func(context.Context, *consumer.Message) error {
+	cfg := natstest.Config(runner, func(context.Context, *consumer.Message) error {
 		done()
 		return nil
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // Environment of the stop drill's child process.
@@ -54,7 +55,7 @@ func drillChild(schema, stream, depURL string) int {
 	if err != nil {
 		return fail(err)
 	}
-	nc, err := nats.Connect(natsURL())
+	nc, err := nats.Connect(natstest.URL())
 	if err != nil {
 		return fail(err)
 	}
@@ -96,7 +97,7 @@ func drillChild(schema, stream, depURL string) int {
 func drillConfig(runner *idempotency.Runner, handler consumer.Handler, budget *retry.Budget) consumer.Config {
 	return consumer.Config{
 		Runner: runner, Handler: handler, DependsOn: []*retry.Budget{budget},
-		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: quiet(),
+		StopGrace: drillGrace, ReconcileInterval: 200 * time.Millisecond, Logger: natstest.Quiet(),
 		MaxDeliveries: drillMaxDeliveries,
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // Environment of the relay child process.
@@ -54,7 +55,7 @@ func newOutbox(t testing.TB) (*pgstore.Store, *pgxpool.Pool, string) {
 		pool.Close()
 		t.Fatalf("the outbox tests need PostgreSQL at %s (EXACTLYONCE_PG_DSN): %v\nstart it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", pgDSN(), err)
 	}
-	schema := strings.ToLower(uniqueName("eo_nats"))
+	schema := strings.ToLower(natstest.UniqueName("eo_nats"))
 	require.NoError(t, pgstore.Migrate(ctx, pool, schema))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -82,7 +83,7 @@ func relayChild(schema, stream string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	nc, err := nats.Connect(natsURL())
+	nc, err := nats.Connect(natstest.URL())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -110,8 +111,8 @@ func relayChild(schema, stream string) int {
 // keyed by the same id, handles it once, committing its own write in the
 // store's transaction.
 func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
 	store, pool, schema := newOutbox(t)
 	ctx := context.Background()
 	id, err := store.Enqueue(ctx, pool, "orders", []byte("2 chairs"))
@@ -154,7 +155,7 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 	defer cancel()
 	// The dead relay's transaction holds the row until PostgreSQL sees its
 	// connection gone and rolls it back; until then a relay skips the row.
-	eventually(t, "the next relay publishes the row again", func() bool {
+	natstest.Eventually(t, "the next relay publishes the row again", func() bool {
 		n, err := relay.RunOnce(rctx)
 		require.NoError(t, err)
 		return n == 1
@@ -170,8 +171,8 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 	// The consumer handles it once, its write committed with the outcome.
 	_, err = pool.Exec(ctx, "CREATE TABLE "+pgx.Identifier{schema, "shipments"}.Sanitize()+" (order_id text PRIMARY KEY, body text)")
 	require.NoError(t, err)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
-	c, err := natsconsumer.New(cons, config(idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{})
+	c, err := natsconsumer.New(cons, natstest.Config(idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {
 		tx, ok := pgstore.TxFrom(ctx)
 		if !ok {
 			return errors.New("no transaction")
@@ -180,8 +181,8 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 		return err
 	}))
 	require.NoError(t, err)
-	start(t, c)
-	eventually(t, "the message handled", func() bool { return settled(t, cons) && c.Stats().Executed == 1 })
+	natstest.Start(t, c)
+	natstest.Eventually(t, "the message handled", func() bool { return natstest.Settled(t, cons) && c.Stats().Executed == 1 })
 	var count int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "shipments"}.Sanitize()+" WHERE order_id = $1", id).Scan(&count))
 	assert.Equal(t, 1, count)

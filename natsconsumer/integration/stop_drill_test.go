@@ -22,6 +22,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // The stop drill's settings.
@@ -79,15 +80,15 @@ func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
 // maxDeliver (0 for none), ending the children with end while their
 // dependency is down.
 func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: maxDeliver, AckWait: drillAckWait})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: maxDeliver, AckWait: drillAckWait})
 	store, pool, schema := newOutbox(t)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, "CREATE TABLE "+pgx.Identifier{schema, "effects"}.Sanitize()+" (key text NOT NULL)")
 	require.NoError(t, err)
 	for i := range drillMessages {
-		publish(t, js, stream+".orders", drillKey(i), "order "+drillKey(i))
+		natstest.Publish(t, js, stream+".orders", drillKey(i), "order "+drillKey(i))
 	}
 	dep := drill.NewDependency(t)
 
@@ -95,7 +96,7 @@ func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
 	for range drillChildren {
 		children = append(children, startDrillChild(t, schema, stream, dep.URL()))
 	}
-	eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
+	natstest.Eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
 	dep.SetDown(true)
 	for _, c := range children {
 		c.await(t, lineOutage)
@@ -108,12 +109,12 @@ func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
 	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
 	c, err := natsconsumer.New(cons, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget))
 	require.NoError(t, err)
-	start(t, c)
+	natstest.Start(t, c)
 	parked := awaitEffects(t, c.Consumer, store, pool, schema, func() string {
-		i := info(t, cons)
+		i := natstest.Info(t, cons)
 		return fmt.Sprintf("%d pending, %d waiting for an ack; ", i.NumPending, i.NumAckPending)
 	}, func() bool {
-		i := info(t, cons)
+		i := natstest.Info(t, cons)
 		return i.NumPending == 0 && i.NumAckPending == 0
 	})
 	after := countEffects(t, pool, schema)

@@ -12,6 +12,7 @@ import (
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
+	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
 )
 
 // The store reset drill's settings.
@@ -29,24 +30,24 @@ const (
 // message: every effect happens once, no message is terminated, with a
 // delivery limit of 5.
 func TestStoreConnectionsResetLoseNothing(t *testing.T) {
-	_, js := connect(t)
-	stream := newStream(t, js)
-	cons := newPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: resetMaxDeliver, AckWait: 2 * time.Second})
+	_, js := natstest.Connect(t)
+	stream := natstest.NewStream(t, js)
+	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: resetMaxDeliver, AckWait: 2 * time.Second})
 	_, direct, schema := newOutbox(t)
 	effects := drill.NewEffects(t, direct, schema)
 	for i := range resetMessages {
-		publish(t, js, stream+".orders", keyOf(i), bodyOf(i))
+		natstest.Publish(t, js, stream+".orders", natstest.KeyOf(i), natstest.BodyOf(i))
 	}
 
 	proxy, store := drill.ProxiedStore(t, pgDSN(), schema)
 	runner := idempotency.NewRunner(store, idempotency.WithLease(2*time.Second))
-	c, err := natsconsumer.New(cons, consumer.Config{Runner: runner, Name: "ship", Handler: effects.Handler, Logger: quiet()})
+	c, err := natsconsumer.New(cons, consumer.Config{Runner: runner, Name: "ship", Handler: effects.Handler, Logger: natstest.Quiet()})
 	require.NoError(t, err)
-	start(t, c)
+	natstest.Start(t, c)
 
 	cut := effects.ResetStoreTwice(t, proxy, resetMessages, resetRefused)
 	// Every delivery acked (after its outcome was stored) or terminated.
-	eventually(t, "every delivery settled", func() bool { return settled(t, cons) })
+	natstest.Eventually(t, "every delivery settled", func() bool { return natstest.Settled(t, cons) })
 
 	all, distinct := effects.Count(t)
 	st := c.Stats()
