@@ -68,8 +68,10 @@ type backend interface {
 	Close()
 }
 
-// opener opens a store's backend: the store's file registers one.
-type opener func(ctx context.Context, dsn, ns string, migrate bool) (backend, error)
+// opener opens a store's backend: the store's file registers one. With
+// migrate it runs Migrate first; with store it opens the store (with
+// neither, only Schema, Ledger and Drop may be called).
+type opener func(ctx context.Context, dsn, ns string, migrate, store bool) (backend, error)
 
 // openers are the stores this build knows, by name.
 var openers = map[string]opener{}
@@ -134,6 +136,7 @@ var (
 	keysFile  = flag.String("keys", "", "serve and roll: a file of keys, one a line")
 	outFile   = flag.String("out", "", "where the report goes (default stdout)")
 	problems  = flag.String("problems", "", "roll: the file every problem is appended to")
+	workTime  = flag.Duration("work-time", 0, "roll: how long each execution works between step a and its effect")
 )
 
 // caller is the one caller of the runs (idempotency.SingleTenant's).
@@ -163,7 +166,12 @@ func run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := open(ctx, *dsn, *ns, *scenario != "schema" && *scenario != "drop" && *scenario != "ledger")
+	// The seed and serve scenarios migrate, as an instance that starts
+	// first does; the rolling deploy's workers find the schema migrated
+	// (pgstore's Migrate locks its tables against writes for its
+	// transaction: docs/upgrading.md).
+	migrate := *scenario == "seed" || *scenario == "serve"
+	b, err := open(ctx, *dsn, *ns, migrate, migrate || *scenario == "roll")
 	if err != nil {
 		return err
 	}
@@ -263,7 +271,10 @@ func (s *server) job(ctx context.Context, e *idempotency.Execution) ([]byte, err
 	case "park":
 		return nil, idempotency.Park(errors.New("seed: parked after step a"))
 	}
-	body, err := s.b.Effect(ctx, key, fmt.Sprintf("%s|%s|%s", key, *version, nonce()))
+	if *workTime > 0 {
+		time.Sleep(*workTime) // the work itself, so that kills find executions in flight
+	}
+	body, err := s.b.Effect(ctx, key, fmt.Sprintf("%s|%s|%d|%s", key, *version, e.Attempt(), nonce()))
 	return []byte(body), err
 }
 
@@ -477,8 +488,12 @@ func serve(ctx context.Context, b backend, rep *Report) error {
 		var kr KeyReport
 		switch st, _ := state(key); st {
 		case "p":
-			res, err := s.runner.RetryParked(ctx, caller, key)
-			kr = workReport(key, res, err)
+			if r, err := b.Store().Get(ctx, caller, key); err == nil && r.Parked != "" {
+				res, err := s.runner.RetryParked(ctx, caller, key)
+				kr = workReport(key, res, err)
+			} else {
+				kr = s.serveKey(ctx, key)
+			}
 		case "u":
 			for deadline := time.Now().Add(10 * time.Second); ; {
 				if kr = s.serveKey(ctx, key); kr.Outcome != "in_progress" || time.Now().After(deadline) {

@@ -21,7 +21,7 @@ type mysqlBackend struct {
 	store  *mysqlstore.Store
 }
 
-func openMySQL(ctx context.Context, dsn, prefix string, migrate bool) (backend, error) {
+func openMySQL(ctx context.Context, dsn, prefix string, migrate, _ bool) (backend, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ type pgBackend struct {
 	store  *pgstore.Store
 }
 
-func openPG(ctx context.Context, dsn, schema string, migrate bool) (backend, error) {
+func openPG(ctx context.Context, dsn, schema string, migrate, store bool) (backend, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return nil, err
@@ -33,6 +33,8 @@ func openPG(ctx context.Context, dsn, schema string, migrate bool) (backend, err
 			pool.Close()
 			return nil, err
 		}
+	}
+	if store {
 		if b.store, err = pgstore.New(pool, pgstore.WithSchema(schema)); err != nil {
 			pool.Close()
 			return nil, err

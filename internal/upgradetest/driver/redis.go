@@ -22,7 +22,7 @@ type redisBackend struct {
 	store  *redisstore.Store
 }
 
-func openRedis(ctx context.Context, addr, prefix string, _ bool) (backend, error) {
+func openRedis(ctx context.Context, addr, prefix string, _, _ bool) (backend, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()

@@ -35,6 +35,25 @@ func roll(b backend) error {
 	s := newServer(b, rollLease, nil, nil)
 	rc := idempotency.StartReconciler(s.runner, idempotency.ReconcilerConfig{Interval: 100 * time.Millisecond, MaxAttempts: 1000})
 	defer rc.Stop()
+	// The outbox's relay, as every instance runs one.
+	relayed := make(chan struct{})
+	stopRelay := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, err := b.Relay(ctx); err != nil && ctx.Err() == nil {
+				problem("relay: %v", err)
+			}
+			select {
+			case <-stopRelay:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { close(stopRelay); <-relayed }()
 	rand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	var rep Report
 	rep.Version = *version
