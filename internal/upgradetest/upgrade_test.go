@@ -302,7 +302,11 @@ func (r *run) inPlace() {
 	if before != after {
 		t.Errorf("the new version's Migrate changed the old schema:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	t.Logf("in place: schema unchanged by the new Migrate (%d lines compared)", strings.Count(before, "\n")+min(len(before), 1))
+	if before == "" {
+		t.Logf("in place: no schema to migrate (%s)", r.svc.name)
+	} else {
+		t.Logf("in place: schema unchanged by the new Migrate (%d lines compared)", strings.Count(before, "\n")+1)
+	}
 	r.responses = map[string]string{}
 	for _, kr := range append(seed.Keys, served.Keys...) {
 		if kr.Response != "" {
