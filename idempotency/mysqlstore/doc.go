@@ -14,6 +14,8 @@
 // SchemaSQL returns the DDL for teams that apply migrations with their own
 // tool. MySQL 8.0 or MariaDB 10.6 or later (FOR UPDATE SKIP LOCKED).
 //
+// Upgrading from an earlier version: docs/upgrading.md in the repository.
+//
 // Open makes the store's own pool of connections, from a copy of the
 // driver's configuration with two settings of its own: ClientFoundRows, so
 // that an UPDATE reports the rows it matched rather than those it changed

@@ -13,6 +13,8 @@
 // A Store never creates its tables by itself. SchemaSQL returns the DDL for
 // teams that apply migrations with their own tool.
 //
+// Upgrading from an earlier version: docs/upgrading.md in the repository.
+//
 // # Semantics
 //
 // The key of a record is (caller, key), each of any length and any bytes:

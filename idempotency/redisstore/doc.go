@@ -14,6 +14,8 @@
 // Sentinel (redis.NewFailoverClient), or a Redis Cluster
 // (redis.NewClusterClient). Redis 6.2 or later.
 //
+// Upgrading from an earlier version: docs/upgrading.md in the repository.
+//
 // # Semantics
 //
 // The key of a record is (caller, key), each of any length and any bytes:
