@@ -7,7 +7,6 @@ replace (
 	github.com/exactlyonce/retry/idempotency/mysqlstore => ../../idempotency/mysqlstore
 	github.com/exactlyonce/retry/idempotency/pgstore => ../../idempotency/pgstore
 	github.com/exactlyonce/retry/idempotency/redisstore => ../../idempotency/redisstore
-	github.com/exactlyonce/retry/idempotency/storetest/linearize => ../../idempotency/storetest/linearize
 )
 
 require (
