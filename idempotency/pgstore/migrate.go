@@ -22,7 +22,8 @@ const DefaultSchema = "exactlyonce"
 // run migrations with their own tool. Every statement is idempotent.
 func SchemaSQL(schema string) string {
 	ident := pgx.Identifier{schema}.Sanitize()
-	return strings.NewReplacer("__SCHEMA__", ident, "__GENERATION_SEQ__", generationSeq(ident)).Replace(schemaSQL)
+	return strings.NewReplacer("__SCHEMA__", ident, "__GENERATION_SEQ__", generationSeq(ident),
+		"__SCHEMA_TEXT__", "'"+strings.ReplaceAll(ident, "'", "''")+"'").Replace(schemaSQL)
 }
 
 // generationSeq is the name of the generation sequence in the schema whose
@@ -38,7 +39,8 @@ type Beginner interface {
 
 // Migrate creates (or completes) the store's tables in schema, in one
 // transaction holding an advisory lock, so every instance may call it at
-// start-up at the same time. A Store never creates its tables by itself:
+// start-up at the same time. On an up-to-date schema it changes nothing
+// and takes no table lock, so it may run beside instances that serve. A Store never creates its tables by itself:
 // call Migrate (or apply SchemaSQL) before using it.
 func Migrate(ctx context.Context, db Beginner, schema string) error {
 	if schema == "" {

@@ -103,18 +103,43 @@ $add_resume$;
 
 -- The executions a reconciler looks for: begun, in progress, not parked, by
 -- the end of their lease. Small: only the rows executing now.
-CREATE INDEX IF NOT EXISTS idempotency_keys_stalled_idx
-    ON __SCHEMA__.idempotency_keys (locked_until)
-    WHERE status = 1 AND recovery_point <> '' AND parked IS NULL;
+DO $create_idempotency_keys_stalled_idx$
+BEGIN
+    -- Looked for first: CREATE INDEX IF NOT EXISTS locks the table before it
+    -- looks, and Migrate on an up-to-date schema must take no lock that a
+    -- serving instance's writes wait for.
+    IF to_regclass(__SCHEMA_TEXT__ || '.idempotency_keys_stalled_idx') IS NULL THEN
+        CREATE INDEX idempotency_keys_stalled_idx
+            ON __SCHEMA__.idempotency_keys (locked_until) WHERE status = 1 AND recovery_point <> '' AND parked IS NULL;
+    END IF;
+END
+$create_idempotency_keys_stalled_idx$;
 
 -- The executions a reconciler gave up on, for ListParked: few, and only
 -- while they stay parked.
-CREATE INDEX IF NOT EXISTS idempotency_keys_parked_idx
-    ON __SCHEMA__.idempotency_keys (key_hash)
-    WHERE status = 1 AND parked IS NOT NULL;
+DO $create_idempotency_keys_parked_idx$
+BEGIN
+    -- Looked for first: CREATE INDEX IF NOT EXISTS locks the table before it
+    -- looks, and Migrate on an up-to-date schema must take no lock that a
+    -- serving instance's writes wait for.
+    IF to_regclass(__SCHEMA_TEXT__ || '.idempotency_keys_parked_idx') IS NULL THEN
+        CREATE INDEX idempotency_keys_parked_idx
+            ON __SCHEMA__.idempotency_keys (key_hash) WHERE status = 1 AND parked IS NOT NULL;
+    END IF;
+END
+$create_idempotency_keys_parked_idx$;
 
-CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
-    ON __SCHEMA__.idempotency_keys (expires_at);
+DO $create_idempotency_keys_expires_at_idx$
+BEGIN
+    -- Looked for first: CREATE INDEX IF NOT EXISTS locks the table before it
+    -- looks, and Migrate on an up-to-date schema must take no lock that a
+    -- serving instance's writes wait for.
+    IF to_regclass(__SCHEMA_TEXT__ || '.idempotency_keys_expires_at_idx') IS NULL THEN
+        CREATE INDEX idempotency_keys_expires_at_idx
+            ON __SCHEMA__.idempotency_keys (expires_at);
+    END IF;
+END
+$create_idempotency_keys_expires_at_idx$;
 
 -- Transactional outbox: follow-on messages written in the same transaction as
 -- the effects that caused them, delivered at least once by a Relay.
@@ -135,11 +160,38 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.outbox (
     parked_at    timestamptz
 );
 
-CREATE INDEX IF NOT EXISTS outbox_pending_idx
-    ON __SCHEMA__.outbox (seq) WHERE delivered_at IS NULL AND parked_at IS NULL;
+-- An outbox made before messages could be parked has no parked_at.
+DO $add_parked_at$
+BEGIN
+    PERFORM parked_at FROM __SCHEMA__.outbox LIMIT 0;
+EXCEPTION WHEN undefined_column THEN
+    ALTER TABLE __SCHEMA__.outbox ADD COLUMN IF NOT EXISTS parked_at timestamptz;
+END
+$add_parked_at$;
 
-CREATE INDEX IF NOT EXISTS outbox_delivered_idx
-    ON __SCHEMA__.outbox (delivered_at) WHERE delivered_at IS NOT NULL;
+DO $create_outbox_pending_idx$
+BEGIN
+    -- Looked for first: CREATE INDEX IF NOT EXISTS locks the table before it
+    -- looks, and Migrate on an up-to-date schema must take no lock that a
+    -- serving instance's writes wait for.
+    IF to_regclass(__SCHEMA_TEXT__ || '.outbox_pending_idx') IS NULL THEN
+        CREATE INDEX outbox_pending_idx
+            ON __SCHEMA__.outbox (seq) WHERE delivered_at IS NULL AND parked_at IS NULL;
+    END IF;
+END
+$create_outbox_pending_idx$;
+
+DO $create_outbox_delivered_idx$
+BEGIN
+    -- Looked for first: CREATE INDEX IF NOT EXISTS locks the table before it
+    -- looks, and Migrate on an up-to-date schema must take no lock that a
+    -- serving instance's writes wait for.
+    IF to_regclass(__SCHEMA_TEXT__ || '.outbox_delivered_idx') IS NULL THEN
+        CREATE INDEX outbox_delivered_idx
+            ON __SCHEMA__.outbox (delivered_at) WHERE delivered_at IS NOT NULL;
+    END IF;
+END
+$create_outbox_delivered_idx$;
 
 -- Raises SQLSTATE EO001 when a fenced write matched no row, so that a
 -- pipelined COMMIT after it cannot run: the transaction aborts instead.
