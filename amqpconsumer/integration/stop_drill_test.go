@@ -289,7 +289,7 @@ func awaitEffects(t *testing.T, c *consumer.Consumer, store idempotency.Store, p
 
 func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT key, amqptest.Count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
+	rows, err := pool.Query(context.Background(), "SELECT key, count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
 	require.NoError(t, err)
 	defer rows.Close()
 	n := effectCount{keys: make(map[string]bool)}
