@@ -12,20 +12,28 @@ import (
 var errBatchUnreported = errors.New("idempotency: the batch's commit did not report the completion")
 
 // group sends the operations of concurrent executions to the store
-// together (group commit): an operation asked for while none is on its way
-// goes at once, alone, so a lone request waits for nothing; those asked
-// for while one is on its way wait for it and then go together, in one
-// store operation. Each caller gets its own result.
+// together (group commit): an operation asked for while fewer than
+// groupInFlight are on their way goes at once, alone, so a lone request
+// waits for nothing; those asked for meanwhile wait for one of them and
+// then go together, in one store operation. Each caller gets its own
+// result.
 type group[Req, Res any] struct {
 	// one does a single operation; many does several together, returning
 	// one result per request in their order, or an error for them all.
 	one  func(ctx context.Context, req Req) (Res, error)
 	many func(ctx context.Context, reqs []Req) ([]Res, error)
 
-	mu    sync.Mutex
-	busy  bool // an operation is on its way
-	queue []*groupWaiter[Req, Res]
+	mu       sync.Mutex
+	inFlight int // operations on their way, at most groupInFlight
+	queue    []*groupWaiter[Req, Res]
 }
+
+// groupInFlight is how many operations of a group may be on their way at
+// once: a caller that finds fewer goes at once; the others wait for one
+// of them and go together. One: on PostgreSQL, 16 callers of Runner.Do
+// made 3,100 to 3,600 executions/s with one, 2,500 with four, 1,800 with
+// none grouped (the store's commits, not its round trips, are the cost).
+const groupInFlight = 1
 
 // groupWaiter is one caller waiting for its operation to go with others.
 type groupWaiter[Req, Res any] struct {
@@ -42,8 +50,8 @@ type groupWaiter[Req, Res any] struct {
 // if its answer were lost.
 func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	g.mu.Lock()
-	if !g.busy {
-		g.busy = true
+	if g.inFlight < groupInFlight {
+		g.inFlight++
 		g.mu.Unlock()
 		res, err := g.one(ctx, req)
 		g.next(ctx)
@@ -73,7 +81,7 @@ func (g *group[Req, Res]) next(ctx context.Context) {
 	batch := g.queue
 	g.queue = nil
 	if len(batch) == 0 {
-		g.busy = false
+		g.inFlight--
 		g.mu.Unlock()
 		return
 	}
