@@ -74,13 +74,7 @@ type dependency struct {
 	firstSent atomic.Int64 // when the first of the failures was sent, likewise
 	fullAt    atomic.Int64 // when the downAfter-th of the failures came, likewise
 	used      atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
-	// healthy is the latency the dependency shows while up (see
-	// healthyLatency), in nanoseconds; healthyN counts its samples, up to
-	// healthyTrust; slowRun counts the answers in a row that came slow
-	// while it was up.
-	healthy  atomic.Int64
-	healthyN atomic.Int32
-	slowRun  atomic.Int32
+	health    healthGauge
 	// slowed is set while the window holds requests back because the
 	// dependency was overloaded (not after an outage); answeredAt is when
 	// an attempt was last answered meanwhile, in nanoseconds since the

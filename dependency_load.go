@@ -2,6 +2,7 @@ package retry
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,21 @@ const (
 	answerWeight = 8
 )
 
+// healthGauge is what a dependency's answers while it is up say of its
+// latency. Every answer writes it, so it keeps off the cache line of the
+// dependency's read-mostly fields, as answerMeter does.
+type healthGauge struct {
+	_ [64]byte
+	// healthy is the latency the dependency shows while up (see
+	// healthyLatency), in nanoseconds; healthyN counts its samples, up to
+	// healthyTrust; slowRun counts the answers in a row that came slow
+	// while it was up.
+	healthy  atomic.Int64
+	healthyN atomic.Int32
+	slowRun  atomic.Int32
+	_        [64]byte
+}
+
 // slowAt is the latency past which an answer of a dependency whose healthy
 // latency is healthy came slow.
 func slowAt(healthy time.Duration) time.Duration {
@@ -36,7 +52,7 @@ func slowAt(healthy time.Duration) time.Duration {
 // healthyLatency is what the dependency took to answer while it was up:
 // the mean of its answers in time (not slow), recent ones weighing most.
 func (d *dependency) healthyLatency() time.Duration {
-	return time.Duration(d.healthy.Load())
+	return time.Duration(d.health.healthy.Load())
 }
 
 // answeredUp learns from the latency of an answer while the dependency is
@@ -44,18 +60,18 @@ func (d *dependency) healthyLatency() time.Duration {
 // a row that came slow take the dependency as overloaded. It takes no
 // lock; a sample lost to a concurrent one is no harm to a mean.
 func (d *dependency) answeredUp(lat time.Duration) {
-	h, n := d.healthyLatency(), d.healthyN.Load()
+	h, n := d.healthyLatency(), d.health.healthyN.Load()
 	if n == 0 || lat <= slowAt(h) {
-		if d.slowRun.Load() != 0 {
-			d.slowRun.Store(0)
+		if d.health.slowRun.Load() != 0 {
+			d.health.slowRun.Store(0)
 		}
-		d.healthy.Store(int64(h + (lat-h)/time.Duration(min(n+1, healthyWeight))))
+		d.health.healthy.Store(int64(h + (lat-h)/time.Duration(min(n+1, healthyWeight))))
 		if n < healthyTrust {
-			d.healthyN.Add(1)
+			d.health.healthyN.Add(1)
 		}
 		return
 	}
-	if n >= healthyTrust && d.slowRun.Add(1) >= slowAfter {
+	if n >= healthyTrust && d.health.slowRun.Add(1) >= slowAfter {
 		d.overloaded(lat)
 	}
 }
@@ -74,7 +90,7 @@ func (d *dependency) overloaded(lat time.Duration) {
 		return
 	}
 	now := d.clock.Now()
-	d.slowRun.Store(0)
+	d.health.slowRun.Store(0)
 	d.stats.Overloads++
 	rate := d.answers.rate(now)
 	d.setWindow(now, initialWindow, 1, max(initialWindow, math.Ceil(2*rate*d.healthyLatency().Seconds())))
@@ -105,10 +121,10 @@ func (d *dependency) answered(lat time.Duration) bool {
 // for its healthy latency, its latency has changed for good, and that
 // answer is its healthy latency from now on.
 func (d *dependency) settled() {
-	d.slowRun.Store(0)
+	d.health.slowRun.Store(0)
 	d.slowed.Store(false)
 	if h := d.healthyLatency(); d.fastest > slowAt(h) {
-		d.healthy.Store(int64(d.fastest))
+		d.health.healthy.Store(int64(d.fastest))
 	}
 }
 
