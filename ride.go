@@ -16,7 +16,8 @@ import (
 // sent at least 50 ms before the last failed; or when the retry budget
 // denies a retry after its last two attempts failed (a budget that another
 // host's outage drained denies a healthy host's retry as usual,
-// ErrBudgetDenied). Attempts of many requests that were out together and
+// ErrBudgetDenied, and so it does for a host taken as overloaded that still
+// answers: see below). Attempts of many requests that were out together and
 // fail together, while other requests are answered a moment later, say
 // something of those requests, not of the dependency; and a brief cut is
 // ridden through by the retries' backoff. While it is down, requests to it
