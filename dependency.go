@@ -74,6 +74,13 @@ type dependency struct {
 	firstSent atomic.Int64 // when the first of the failures was sent, likewise
 	fullAt    atomic.Int64 // when the downAfter-th of the failures came, likewise
 	used      atomic.Bool  // asked since its gate set last looked (see gateSet.evictIdle)
+	health    healthGauge
+	// slowed is set while the window holds requests back because the
+	// dependency was overloaded (not after an outage); answeredAt is when
+	// an attempt was last answered meanwhile, in nanoseconds since the
+	// epoch.
+	slowed     atomic.Bool
+	answeredAt atomic.Int64
 
 	mu    sync.Mutex
 	queue waitQueue // earliest deadline first
@@ -125,13 +132,26 @@ type dependency struct {
 	// answerTime is how long the probe that ended the outage took to be
 	// answered: a waiter with less time left is not released.
 	answerTime time.Duration
-	window     float64   // while recovering: how many attempts may be out at once
-	inFlight   int       // while recovering: attempts let go that have not told their outcome
-	lastAck    time.Time // while recovering: when an attempt last told its outcome
-	drainRate  float64   // while recovering: the most waiters released per second
-	credit     float64   // releases of waiters due
-	creditAt   time.Time
-	stats      DependencyStats
+	window     float64 // while recovering: how many attempts may be out at once
+	inFlight   int     // while recovering: attempts let go that have not told their outcome
+	// minWindow is the least the window shrinks to; above ssthresh it
+	// grows by one a round rather than doubling. shrunkAt is when it last
+	// shrank: an attempt sent before then that comes back slow or fails
+	// does not shrink it again (TCP halves once a round). fastest is the
+	// least latency answered since the window was set up (zero: none).
+	minWindow float64
+	ssthresh  float64
+	shrunkAt  time.Time
+	fastest   time.Duration
+	// epoch counts the windows set up: an attempt counts in the window
+	// (and its outcome frees its place) only if it was let go in the
+	// current one (see waiter.ticket).
+	epoch     uint64
+	lastAck   time.Time // while recovering: when an attempt last told its outcome
+	drainRate float64   // while recovering: the most waiters released per second
+	credit    float64   // releases of waiters due
+	creditAt  time.Time
+	stats     DependencyStats
 }
 
 func newDependency(name string, clk clock.Clock) *dependency {
@@ -149,6 +169,9 @@ type waiter struct {
 	retry      bool          // the request has made an attempt before
 	waited     bool          // the request waited once (it counts once in Waited)
 	bound      time.Time     // without a deadline, the end of its waits: MaxWait from its first
+	// ticket is the window (its dependency's epoch) that counts the
+	// attempt out now; zero: none.
+	ticket uint64
 }
 
 // rank is the request's probe rank: a probe goes from the requests that
@@ -179,7 +202,7 @@ func (d *dependency) admit(ctx context.Context, w *waiter) (probe bool, err erro
 	select {
 	case _, released := <-s.ch:
 		if released {
-			return d.woken(s), nil
+			return d.woken(s, w), nil
 		}
 		return false, ErrDependencyDown // its deadline or MaxWait came
 	case <-ctx.Done():
@@ -221,6 +244,7 @@ func (d *dependency) enqueue(w *waiter) (*waitSlot, bool, error) {
 	case depRecovering:
 		if d.inFlight < int(d.window) && d.goesNow(w, now) {
 			d.inFlight++
+			w.ticket = d.epoch
 			return nil, false, nil
 		}
 	}
@@ -277,13 +301,17 @@ func (d *dependency) goesNow(w *waiter, now time.Time) bool {
 	return true
 }
 
-// woken tells a released waiter whether it was released as the probe.
-func (d *dependency) woken(s *waitSlot) bool {
+// woken tells a released waiter whether it was released as the probe;
+// one released in the window holds a place in it.
+func (d *dependency) woken(s *waitSlot, w *waiter) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.probes > 0 {
 		s.probes--
 		return true
+	}
+	if d.state.Load() == depRecovering {
+		w.ticket = d.epoch
 	}
 	return false
 }
@@ -315,12 +343,13 @@ func (d *dependency) abandon(s *waitSlot, err error) {
 }
 
 // observe learns from an attempt's outcome; probe says the attempt was
-// the dependency's probe, sent when it was sent.
-func (d *dependency) observe(o outcome, probe bool, sent time.Time) {
+// the dependency's probe, sent when it was sent, and ticket the window
+// that counts it.
+func (d *dependency) observe(o outcome, probe bool, sent time.Time, ticket uint64) {
 	if d == nil {
 		return
 	}
-	d.learn(o, sent)
+	d.learn(o, sent, ticket)
 	switch {
 	case o.alive():
 		if d.streak.Load() != 0 {
@@ -365,8 +394,12 @@ func (o outcome) alive() bool {
 }
 
 // failing reports whether the dependency's last attempts failed, so that a
-// retry the budget denies takes it as down rather than failing.
-func (d *dependency) failing() bool { return d.failures.Load() >= budgetDownAfter }
+// retry the budget denies takes it as down rather than failing; not while
+// it is overloaded and still answering: a host that answers, only slowly,
+// is not down, and a retry the budget denies then fails.
+func (d *dependency) failing() bool {
+	return d.failures.Load() >= budgetDownAfter && !d.answering()
+}
 
 // markDown takes the dependency as down: requests wait, probes go.
 func (d *dependency) markDown() {
@@ -469,7 +502,7 @@ func (d *dependency) probeLost() {
 // nothing of the dependency: its request's own deadline or cancellation cut
 // it. A probe goes to someone else, as soon as it is due, and the probe
 // interval does not grow.
-func (d *dependency) unjudged(probe bool) {
+func (d *dependency) unjudged(probe bool, ticket uint64) {
 	if d == nil {
 		return
 	}
@@ -479,7 +512,7 @@ func (d *dependency) unjudged(probe bool) {
 	if probe {
 		d.probing = false
 	} else if d.state.Load() == depRecovering {
-		d.acked(now, 0)
+		d.acked(now, 0, ticket, time.Time{})
 	}
 	d.schedule(now)
 }

@@ -27,13 +27,15 @@ const (
 	lostAfter = time.Second
 )
 
-// learn is what an attempt's outcome tells the release: when a run of
+// learn is what an attempt's outcome tells the gate: when a run of
 // failures began (for the rate requests asked at before the outage was
 // seen, and the rate they were answered at just before), an answer (for
-// that rate) and, while the dependency recovers, whether the window grows
-// or shrinks.
-func (d *dependency) learn(o outcome, sent time.Time) {
-	unhealthy := o.unhealthy()
+// that rate, and for its latency: see healthyLatency) and, while the
+// window holds requests back, whether it grows or shrinks. ticket is the
+// window that counts the attempt (zero: none).
+func (d *dependency) learn(o outcome, sent time.Time, ticket uint64) {
+	unhealthy, alive := o.unhealthy(), o.alive()
+	lat := time.Duration(-1) // unknown
 	switch {
 	case unhealthy && d.failures.Load() == 0:
 		now := d.clock.Now()
@@ -43,18 +45,17 @@ func (d *dependency) learn(o outcome, sent time.Time) {
 		d.streakAt.Store(now.UnixNano())
 		d.firstSent.Store(sent.UnixNano())
 		d.servedAtFailure.Store(math.Float64bits(d.answers.rate(sent)))
-	case o.alive() && !sent.IsZero():
+	case alive && !sent.IsZero():
 		d.answers.mark(sent)
+		lat = max(d.clock.Since(sent), 0)
 	}
-	if d.state.Load() != depRecovering {
+	state := d.state.Load()
+	if state == depUp && lat >= 0 {
+		d.answeredUp(lat)
 		return
 	}
-	growth := 0.0
-	switch {
-	case o.alive():
-		growth = 1
-	case unhealthy:
-		growth = -1
+	if state != depRecovering {
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -62,24 +63,52 @@ func (d *dependency) learn(o outcome, sent time.Time) {
 		return
 	}
 	now := d.clock.Now()
-	d.acked(now, growth)
+	growth := 0.0
+	switch {
+	case alive && lat >= 0:
+		growth = -1 // slow: the host queues
+		if d.answered(lat) {
+			growth = 1
+		}
+	case alive:
+		growth = 1
+	case unhealthy:
+		growth = -1
+	}
+	d.acked(now, growth, ticket, sent)
 	d.release(now)
 	d.schedule(now)
 }
 
-// acked counts an attempt let go while recovering as back: growth 1 for a
-// success (the window grows by one), -1 for a failure (it halves), 0 for an
-// outcome that says nothing. Attempts sent before the recovery that report
-// now are counted too: the count of attempts out never goes below zero.
-func (d *dependency) acked(now time.Time, growth float64) {
-	d.inFlight = max(d.inFlight-1, 0)
+// acked counts an attempt let go in the window as back: growth 1 for an
+// answer in time (the window grows by one, or by one a round past
+// ssthresh), -1 for an answer that came slow or a failure (it halves,
+// down to minWindow, once a round: not again for an attempt sent before it
+// last shrank), 0 for an outcome that says nothing. Only an attempt the
+// current window let go (ticket) frees a place in it.
+func (d *dependency) acked(now time.Time, growth float64, ticket uint64, sent time.Time) {
+	if ticket != 0 && ticket == d.epoch {
+		d.inFlight = max(d.inFlight-1, 0)
+	}
 	d.lastAck = now
 	switch {
-	case growth > 0:
+	case growth > 0 && d.window < d.ssthresh:
 		d.window += growth
-	case growth < 0:
-		d.window = max(d.window/2, 1)
+	case growth > 0:
+		d.window += growth / d.window
+	case growth < 0 && (sent.IsZero() || !sent.Before(d.shrunkAt)):
+		d.window = max(d.window/2, d.minWindow)
+		d.ssthresh, d.shrunkAt = d.window, now
 	}
+}
+
+// setWindow sets up a new window of size, which never shrinks below least
+// and grows by one a round from ssthresh on; attempts out before it count
+// in none.
+func (d *dependency) setWindow(now time.Time, size, least, ssthresh float64) {
+	d.epoch++
+	d.window, d.minWindow, d.ssthresh = size, least, ssthresh
+	d.inFlight, d.lastAck, d.shrunkAt, d.fastest = 0, now, now, 0
 }
 
 // forgetLost takes the attempts out as lost when none has told its outcome
@@ -98,7 +127,8 @@ func (d *dependency) forgetLost(now time.Time) {
 // of the failures that took the dependency down (halved: retries are among
 // them), or the rate they were served at before, is what they asked.
 func (d *dependency) startRelease(now time.Time) {
-	d.window, d.inFlight, d.lastAck = initialWindow, 0, now
+	d.setWindow(now, initialWindow, 1, math.Inf(1))
+	d.slowed.Store(false)
 	asked := d.asked(now)
 	d.drainRate = max(drainShare*max(asked, d.askedBefore/2, d.servedBefore-asked), minDrainRate)
 	d.credit, d.creditAt = 1, now
@@ -119,14 +149,19 @@ func (d *dependency) asked(now time.Time) float64 {
 // nobody waits for. It waits on until its deadline, unless the backlog
 // ahead of it drains first.
 func (d *dependency) release(now time.Time) {
+	from := d.releasableFrom(now)
 	for d.fresh.Len() > 0 && d.inFlight < int(d.window) {
-		d.fresh.release(d.fresh.first(), false)
+		s := d.fresh.firstEndingFrom(from)
+		if s == nil {
+			break
+		}
+		d.fresh.release(s, false)
 		d.inFlight++
 		d.stats.Released++
 	}
 	d.refill(now)
 	for d.credit >= 1 && d.queue.Len() > 0 && d.inFlight < int(d.window) {
-		s := d.queue.firstEndingFrom(d.releasableFrom(now))
+		s := d.queue.firstEndingFrom(from)
 		if s == nil {
 			break
 		}
@@ -136,12 +171,14 @@ func (d *dependency) release(now time.Time) {
 		d.stats.Released++
 	}
 	if d.waiting() == 0 {
+		d.settled()
 		d.state.Store(depUp)
 	}
 }
 
 // releasableFrom is the earliest slot whose waiters may be let go at now:
-// those with at least answerTime left.
+// those with at least answerTime left (the time the probe that ended an
+// outage took, then the latency of the answers since, smoothed).
 func (d *dependency) releasableFrom(now time.Time) int64 {
 	return slotOf(now.Add(d.answerTime))
 }

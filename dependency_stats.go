@@ -22,6 +22,9 @@ type DependencyStats struct {
 	Waiting int
 	// Outages counts the times the dependency was taken as down.
 	Outages uint64
+	// Overloads counts the times it was taken as overloaded: up, but
+	// answering slower than it did when healthy (see RideThrough).
+	Overloads uint64
 	// Waited counts the requests that waited (each once, however often it
 	// waited); Released, the waits ended by a release after a
 	// recovery; Probes, the probes sent.

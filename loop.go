@@ -120,12 +120,14 @@ func (l *loop) run(attempt func(n, left int) outcome, ready func() bool, discard
 		if !o.pending { // a wait for an earlier copy is no attempt of the request's
 			l.tries += 1 + o.hedges
 		}
+		ticket := l.w.ticket
+		l.w.ticket = 0
 		if o.err != nil && l.ctx.Err() != nil {
 			// The request's own deadline or cancellation cut the attempt:
 			// that says nothing of the dependency.
-			l.gate.unjudged(probe)
+			l.gate.unjudged(probe, ticket)
 		} else {
-			l.gate.observe(o, probe, sentAt)
+			l.gate.observe(o, probe, sentAt, ticket)
 		}
 		last = o
 		if !o.failed() {

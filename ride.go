@@ -16,7 +16,8 @@ import (
 // sent at least 50 ms before the last failed; or when the retry budget
 // denies a retry after its last two attempts failed (a budget that another
 // host's outage drained denies a healthy host's retry as usual,
-// ErrBudgetDenied). Attempts of many requests that were out together and
+// ErrBudgetDenied, and so it does for a host taken as overloaded that still
+// answers: see below). Attempts of many requests that were out together and
 // fail together, while other requests are answered a moment later, say
 // something of those requests, not of the dependency; and a brief cut is
 // ridden through by the retries' backoff. While it is down, requests to it
@@ -44,9 +45,18 @@ import (
 // When an attempt is answered again (a success, a rejection, a keyed 409;
 // for a Caller, a Verdict that is Answered or Pending and not Failing),
 // requests are let go by what the dependency shows it can take, as TCP's
-// slow start: at first four attempts may be out at once, each success lets
-// one more go (the window doubles with every round that succeeds), and a
-// failure halves it. A request that did not wait goes as soon as the window
+// slow start: at first four attempts may be out at once, each answer in
+// time lets one more go (the window doubles with every round answered in
+// time), and an answer that comes slow or a failure halves it, once a
+// round (an attempt sent before it last halved does not halve it again).
+// An answer comes slow when it took longer than three times the latency
+// the dependency showed while healthy plus 10 ms, and than twice its
+// fastest answer since the window was set up: latency rising above what a
+// host showed is the first sign of its queue filling, before any timeout,
+// and a host whose every answer now takes longer, however loaded, is asked
+// as much as its answers in time show it can take. The latency that marks
+// a waiter as too late to go (below) is that of the answers since,
+// smoothed. A request that did not wait goes as soon as the window
 // has room, never behind the backlog, and so do the requests that joined
 // the wait after the last failed probe with time enough for an answer
 // (they may have come after the dependency was back). A request waiting
@@ -65,6 +75,28 @@ import (
 // time enough. Callers in a closed loop, who ask only as fast as they are
 // released, are back at full speed within a few round trips. Once nobody
 // waits, the dependency is up.
+//
+// A dependency that answers, only slowly, is overloaded, not down: when
+// four answers in a row come slow while it is up (past three times its
+// healthy latency, the mean of its answers in time, plus 10 ms), its
+// requests go through the window as after an outage, earliest deadline
+// first (for requests with the same timeout, in the order they came, as
+// a server's own queue would serve them) and none with less time left than
+// the dependency now takes to answer, while the others wait on their own
+// goroutines. The window starts at four, doubles with every round answered
+// in time up to twice the attempts the dependency had out while healthy
+// (the rate it answered at times its healthy latency), then grows by one
+// a round; slow answers and failures halve it. A server that queues
+// without bound is so held to what it serves in time, and its queue stays
+// short: the backlog waits in the client, at no cost to the server, and
+// is let go as the server takes it, rather than filling its queue until
+// attempts time out. While the window holds requests back for an
+// overload, and the dependency answered within the last second, a retry
+// the budget denies fails (ErrBudgetDenied) rather than taking the
+// dependency as down; eight failures in a row still do. Once nobody
+// waits, the dependency is up; if even its fastest answer meanwhile came
+// slow for its healthy latency, that answer's latency is its healthy
+// latency from then on. DependencyStats.Overloads counts these episodes.
 //
 // Waiting is for outages that end soon. A request waits at most until its
 // deadline, or MaxWait without one; and once the dependency has been down

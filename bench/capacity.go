@@ -7,9 +7,10 @@ import (
 )
 
 // capacityPool is the work of a server of a few workers and a bounded
-// queue (OverloadConfig), whatever protocol it answers: a request is
-// admitted while the queue has room, waits for a worker and holds it for
-// the service time, and its work is not cut short when its caller leaves.
+// queue (OverloadConfig), or a queue without bound, whatever protocol it
+// answers: a request is admitted while the queue has room (always, without
+// a bound), waits for a worker and holds it for the service time, and its
+// work is not cut short when its caller leaves.
 // The HTTP and the gRPC finite-capacity servers share it.
 type capacityPool struct {
 	cfg     OverloadConfig
@@ -24,7 +25,7 @@ type capacityPool struct {
 func newCapacityPool(cfg OverloadConfig, buckets int) *capacityPool {
 	return &capacityPool{
 		cfg:      cfg,
-		slots:    make(chan struct{}, cfg.Workers+cfg.Queue),
+		slots:    make(chan struct{}, max(cfg.Workers+cfg.Queue, 0)),
 		workers:  make(chan struct{}, cfg.Workers),
 		attempts: make([]atomic.Int64, buckets),
 	}
@@ -40,21 +41,30 @@ func (p *capacityPool) serviceTime(since time.Duration) time.Duration {
 
 // serve counts the arrival of a request whose caller waits as long as ctx
 // lives and does its work: false if the queue was full (the request is
-// refused at once); else it waits for a worker, works the service time
-// whether or not its caller is still there, and counts the work as wasted
-// if the caller left meanwhile.
+// refused at once), or, for a server that queues without bound, if it
+// waited longer than MaxQueueWait for a worker (it is answered without
+// work); else it waits for a worker, works the service time whether or not
+// its caller is still there, and counts the work as wasted if the caller
+// left meanwhile.
 func (p *capacityPool) serve(ctx context.Context) bool {
 	p.arrived.Add(1)
-	if i := int(time.Since(p.start) / p.cfg.Bucket); i >= 0 && i < len(p.attempts) {
+	arrived := time.Now()
+	if i := int(arrived.Sub(p.start) / p.cfg.Bucket); i >= 0 && i < len(p.attempts) {
 		p.attempts[i].Add(1)
 	}
-	select {
-	case p.slots <- struct{}{}:
-	default:
+	if !p.cfg.Unbounded {
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			return false
+		}
+		defer func() { <-p.slots }()
+	}
+	p.workers <- struct{}{} // blocked senders are served in order of arrival
+	if p.cfg.Unbounded && p.cfg.MaxQueueWait > 0 && time.Since(arrived) > p.cfg.MaxQueueWait {
+		<-p.workers
 		return false
 	}
-	defer func() { <-p.slots }()
-	p.workers <- struct{}{}
 	time.Sleep(p.serviceTime(time.Since(p.start)))
 	<-p.workers
 	p.served.Add(1)

@@ -28,6 +28,9 @@ type GRPCLibrary struct {
 	// RideThroughOff, if set, returns ours with riding through outages
 	// off.
 	RideThroughOff func() []grpc.DialOption
+	// Told, if set, is Bounded's client that also tells what it knows of
+	// its targets (ours).
+	Told func(d time.Duration) ([]grpc.DialOption, func() []retry.DependencyStats)
 }
 
 // DialBounded returns the dial options of lib's client with every attempt
@@ -45,7 +48,7 @@ func (l GRPCLibrary) DialBounded(d time.Duration) []grpc.DialOption {
 // default).
 func GRPCLibraries() []GRPCLibrary {
 	return []GRPCLibrary{
-		{Name: "exactlyonce (grpcretry)", Retries: true, Dial: dialOurs, Bounded: dialOursBounded, RideThroughOff: dialOursOff},
+		{Name: "exactlyonce (grpcretry)", Retries: true, Dial: dialOurs, Bounded: dialOursBounded, RideThroughOff: dialOursOff, Told: dialOursTold},
 		{Name: "grpc-go, no retry", Dial: func() []grpc.DialOption { return nil }},
 		// grpc-go's retryPolicy has no attempt timeout: a call's deadline
 		// bounds all of its attempts together.
@@ -61,6 +64,13 @@ func dialOurs() []grpc.DialOption { return dialOursWith() }
 // dialOursBounded is ours with retry.WithAttemptTimeout(d).
 func dialOursBounded(d time.Duration) []grpc.DialOption {
 	return dialOursWith(retry.WithAttemptTimeout(d))
+}
+
+// dialOursTold is dialOursBounded, and what its client knows of its
+// targets.
+func dialOursTold(d time.Duration) ([]grpc.DialOption, func() []retry.DependencyStats) {
+	c := grpcretry.NewClient(retry.WithAttemptTimeout(d))
+	return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}, c.Dependencies
 }
 
 // dialOursOff is ours with riding through outages off.

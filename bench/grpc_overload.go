@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 )
 
@@ -40,7 +41,11 @@ func GRPCOverload(ctx context.Context, lib GRPCLibrary, cfg OverloadConfig) Over
 		return OverloadResult{}
 	}
 	defer srv.stop()
-	cc, err := srv.dial(lib.DialBounded(cfg.AttemptTimeout))
+	opts, told := lib.DialBounded(cfg.AttemptTimeout), func() []retry.DependencyStats { return nil }
+	if lib.Told != nil {
+		opts, told = lib.Told(cfg.AttemptTimeout)
+	}
+	cc, err := srv.dial(opts)
 	if err != nil {
 		return OverloadResult{}
 	}
@@ -55,5 +60,10 @@ func GRPCOverload(ctx context.Context, lib GRPCLibrary, cfg OverloadConfig) Over
 		return err == nil
 	})
 	srv.stop() // waits for the work still queued: all of it is counted
-	return pool.result(offered, succeeded)
+	res := pool.result(offered, succeeded)
+	res.Outages, res.Overloads = -1, -1
+	if lib.Told != nil {
+		res.Outages, res.Overloads = sumOutages(told())
+	}
+	return res
 }

@@ -77,6 +77,9 @@ func writeGRPCMarkdown(b *strings.Builder, res GRPCResults) {
 	if s.Overload.Rate > 0 {
 		overloadRows(row, s.Overload, "attempt timeouts like for like", func(r GRPCLibResult) OverloadResult { return r.Overload })
 	}
+	if s.Queueing.Rate > 0 {
+		overloadRows(row, s.Queueing, "attempt timeouts like for like", func(r GRPCLibResult) OverloadResult { return r.Queueing })
+	}
 	bare := bareGRPC(res)
 	if s.Cost && len(bare.Costs) > 0 {
 		for j, cc := range GRPCCostCases {
@@ -89,6 +92,14 @@ func writeGRPCMarkdown(b *strings.Builder, res GRPCResults) {
 				}
 				return cell
 			})
+		}
+	}
+	if len(res.Libs) > 0 && isOursName(res.Libs[0].Library.Name) {
+		if s.Overload.Rate > 0 {
+			writeTimeline(b, "exactlyonce (grpcretry) against the finite-capacity server", res.Libs[0].Overload)
+		}
+		if s.Queueing.Rate > 0 {
+			writeTimeline(b, "exactlyonce (grpcretry) against the server that queues without bound", res.Libs[0].Queueing)
 		}
 	}
 	fmt.Fprintf(b, `
@@ -147,6 +158,13 @@ func writeGRPCScenarioNotes(b *strings.Builder, s GRPCSettings) {
   deadline only, as the bare client does. Each client with its policy above; the rows read as the
   HTTP table's.
 `, ov.Workers, ov.ServiceTime, ov.Queue, ov.Rate, ov.Offer, ov.RequestTimeout, ov.TriggerAt, ov.triggerEnd(), ov.Slowdown, ov.AttemptTimeout)
+	}
+	if q := s.Queueing; q.Rate > 0 {
+		fmt.Fprintf(b, `- **Server that queues without bound**: the same pool behind one queue with no bound, served in
+  order of arrival, answering UNAVAILABLE without work only to a call that waited over %v for a
+  worker; the same calls, slowdown and attempt timeouts. "Outages taken" and the peak read as in
+  the HTTP table.
+`, q.MaxQueueWait)
 	}
 }
 

@@ -35,8 +35,9 @@ type GRPCSettings struct {
 	// now and then (none when Calls is 0).
 	ClosedLoop ClosedLoopConfig
 	// Overload is the finite-capacity server slowed down for a moment
-	// (none when Rate is 0); its Policy does not apply.
-	Overload OverloadConfig
+	// (none when Rate is 0), Queueing the server that queues without
+	// bound (likewise); their Policy does not apply.
+	Overload, Queueing OverloadConfig
 	// Cost runs the cost benchmarks.
 	Cost bool
 }
@@ -48,7 +49,7 @@ type GRPCLibResult struct {
 	Duplicates           DuplicatesResult
 	Storm, SlowStorm     StormResult
 	ClosedLoop           ClosedLoopResult
-	Overload             OverloadResult
+	Overload, Queueing   OverloadResult
 	// Costs are indexed like GRPCCostCases.
 	Costs []Cost
 }
@@ -121,6 +122,9 @@ func RunGRPC(ctx context.Context, s GRPCSettings, log func(name string, took tim
 	})
 	one("overload", s.Overload.Rate > 0, func(r *GRPCLibResult) {
 		r.Overload = GRPCOverload(ctx, r.Library, s.Overload)
+	})
+	one("overload, queueing server", s.Queueing.Rate > 0, func(r *GRPCLibResult) {
+		r.Queueing = GRPCOverload(ctx, r.Library, s.Queueing)
 	})
 	return GRPCResults{Settings: s, Libs: rs, FloorCosts: floor}
 }

@@ -47,6 +47,7 @@ func TestGRPCScenarioCounts(t *testing.T) {
 		checkStormCounts(t, name+", slow server", s.SlowStorm, r.SlowStorm)
 		checkClosedLoopCounts(t, name, s.ClosedLoop, r.Library.RideThroughOff != nil, r.ClosedLoop)
 		checkOverloadCounts(t, name, offered, r.Library.Retries, r.Overload)
+		checkOverloadCounts(t, name+", queueing server", offered, r.Library.Retries, r.Queueing)
 	}
 }
 

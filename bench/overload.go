@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
 // OverloadConfig sets up the metastable-failure scenario (DESIGN.md
@@ -36,6 +38,21 @@ type OverloadConfig struct {
 	// MaxInFlight bounds the requests running at once; a request due
 	// while it is reached is not sent (it counts as failed).
 	MaxInFlight int
+	// Unbounded makes the server one that queues without bound instead
+	// (Queue does not apply): every request waits for a worker, in order
+	// of arrival, and one that waited longer than MaxQueueWait for it is
+	// answered 503 without work.
+	Unbounded    bool
+	MaxQueueWait time.Duration
+}
+
+// Capacity is the requests a second the server serves at its usual
+// service time.
+func (cfg OverloadConfig) Capacity() float64 {
+	if cfg.ServiceTime <= 0 {
+		return 0
+	}
+	return float64(cfg.Workers) / cfg.ServiceTime.Seconds()
 }
 
 // triggerEnd is when the slowdown ends, from the start.
@@ -54,6 +71,10 @@ type OverloadResult struct {
 	// Arrived counts every attempt that reached the server, those after
 	// the series' last bucket included (retries of requests offered last).
 	Arrived int
+	// Outages is how many times the client took the server as down, and
+	// Overloads as overloaded (ours alone tells; -1 for a client that
+	// does not).
+	Outages, Overloads int
 }
 
 // window sums the requests offered and succeeded in buckets [from, to).
@@ -109,6 +130,21 @@ func (r OverloadResult) PeakRate() float64 {
 		p = max(p, a)
 	}
 	return float64(p) / r.Bucket.Seconds()
+}
+
+// PeakRateFrom is the largest rate of attempts reaching the server over
+// width (a whole number of buckets), from the bucket of from on.
+func (r OverloadResult) PeakRateFrom(from, width time.Duration) float64 {
+	n := max(int(width/r.Bucket), 1)
+	var p int
+	for i := int(from / r.Bucket); i+n <= len(r.Attempts); i++ {
+		sum := 0
+		for _, a := range r.Attempts[i : i+n] {
+			sum += a
+		}
+		p = max(p, sum)
+	}
+	return float64(p) / (time.Duration(n) * r.Bucket).Seconds()
 }
 
 // AttemptsPerRequest is the attempts that reached the server (all of
@@ -205,5 +241,34 @@ func Overload(ctx context.Context, lib Library, cfg OverloadConfig) OverloadResu
 		return err == nil && code/100 == 2
 	})
 	ts.Close() // waits for the work still queued: all of it is counted
-	return pool.result(offered, succeeded)
+	res := pool.result(offered, succeeded)
+	res.Outages, res.Overloads = outagesOf(client)
+	return res
+}
+
+// dependencies is what a client that tells what it knows of its hosts has.
+type dependencies interface {
+	Dependencies() []retry.DependencyStats
+}
+
+// outagesOf is how many times client took a host as down, and as
+// overloaded; -1 if it does not tell.
+func outagesOf(client any) (outages, overloads int) {
+	if hc, ok := client.(*http.Client); ok {
+		client = hc.Transport
+	}
+	d, ok := client.(dependencies)
+	if !ok {
+		return -1, -1
+	}
+	return sumOutages(d.Dependencies())
+}
+
+// sumOutages adds up the outages and overloads of every host.
+func sumOutages(stats []retry.DependencyStats) (outages, overloads int) {
+	for _, st := range stats {
+		outages += int(st.Outages)
+		overloads += int(st.Overloads)
+	}
+	return outages, overloads
 }

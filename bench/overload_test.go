@@ -33,6 +33,13 @@ func TestOverloadFigures(t *testing.T) {
 	if got := r.PeakRate(); got != 40 {
 		t.Errorf("peak %v, want 40", got)
 	}
+	// From the slowdown on, over two buckets: 20+40 is the most.
+	if got := r.PeakRateFrom(2*time.Second, 2*time.Second); got != 30 {
+		t.Errorf("peak from the slowdown, over 2 s: %v, want 30", got)
+	}
+	if got := r.PeakRateFrom(4*time.Second, time.Second); got != 12 {
+		t.Errorf("peak from 4 s on: %v, want 12", got)
+	}
 	if got := r.AttemptsPerRequest(); got != 130.0/80 {
 		t.Errorf("attempts per request %v", got)
 	}
@@ -146,6 +153,33 @@ func TestCapacityPool(t *testing.T) {
 	}
 	if got := p.serviceTime(2 * time.Hour); got != time.Millisecond {
 		t.Errorf("service time after the slowdown %v, want 1ms", got)
+	}
+}
+
+// The server that queues without bound admits every request however many
+// wait, and answers one that waited longer than MaxQueueWait for a worker
+// without work.
+func TestQueueingPool(t *testing.T) {
+	cfg := OverloadConfig{Workers: 1, Unbounded: true, ServiceTime: time.Microsecond, Slowdown: 1,
+		TriggerAt: time.Hour, Trigger: time.Hour, Bucket: time.Hour}
+	p := newCapacityPool(cfg, 1)
+	p.start = time.Now()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if !p.serve(context.Background()) {
+				t.Error("refused without MaxQueueWait")
+			}
+		})
+	}
+	wg.Wait()
+	p.cfg.MaxQueueWait = time.Nanosecond // any wait is longer
+	if p.serve(context.Background()) {
+		t.Error("served a request that waited longer than MaxQueueWait")
+	}
+	res := p.result([]int{21}, []int{0})
+	if res.Arrived != 21 || res.Served != 20 {
+		t.Errorf("arrived %d, served %d; want 21, 20", res.Arrived, res.Served)
 	}
 }
 

@@ -126,6 +126,15 @@ func WriteMarkdown(w io.Writer, res Results) error {
 	})
 	overloadRows(row, s.Overload, "defaults", func(r LibResult) OverloadResult { return r.OverloadDefaults })
 	overloadRows(row, s.Overload, "4-attempt policy", func(r LibResult) OverloadResult { return r.OverloadPolicy })
+	if s.Queueing.Rate > 0 {
+		overloadRows(row, s.Queueing, "defaults", func(r LibResult) OverloadResult { return r.Queueing })
+	}
+	if len(res.Libs) > 0 && isOursName(res.Libs[0].Library.Name) {
+		writeTimeline(&b, "exactlyonce against the finite-capacity server, defaults", res.Libs[0].OverloadDefaults)
+		if s.Queueing.Rate > 0 {
+			writeTimeline(&b, "exactlyonce against the server that queues without bound, defaults", res.Libs[0].Queueing)
+		}
+	}
 	writeNotes(&b, res)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -184,7 +193,7 @@ func closedLoopCell(c ClosedLoopResult) string {
 // successes before, during and after the trigger, time to recover, load
 // and wasted work.
 func overloadRows[R any](row func(string, func(R) string), ov OverloadConfig, policy string, of func(R) OverloadResult) {
-	name := "finite-capacity server slowed x" + fmt.Sprint(ov.Slowdown) + " for " + ov.Trigger.String() + ", " + policy
+	name := serverName(ov) + " slowed x" + fmt.Sprint(ov.Slowdown) + " for " + ov.Trigger.String() + ", " + policy
 	row(name+": succeeded before / during / after the slowdown", func(r R) string {
 		o := of(r)
 		return fmt.Sprintf("%.0f%% / %.0f%% / %.0f%%", 100*o.Before(), 100*o.During(), 100*o.After())
@@ -200,9 +209,66 @@ func overloadRows[R any](row func(string, func(R) string), ov OverloadConfig, po
 		o := of(r)
 		return fmt.Sprintf("%.2f; %.0f", o.AttemptsPerRequest(), o.PeakRate())
 	})
+	row(fmt.Sprintf("%s: peak attempts/s from the slowdown on, per %v (capacity %.0f/s)", name, peakWidth, ov.Capacity()), func(r R) string {
+		o := of(r)
+		return fmt.Sprintf("%.0f (%.2fx)", o.PeakRateFrom(o.TriggerAt, peakWidth), o.PeakRateFrom(o.TriggerAt, peakWidth)/ov.Capacity())
+	})
 	row(name+": the server's work nobody waited for", func(r R) string {
 		return fmt.Sprintf("%.0f%%", 100*of(r).WastedShare())
 	})
+	row(name+": outages taken (times taken as overloaded)", func(r R) string {
+		o := of(r)
+		if o.Outages < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%d (%d)", o.Outages, o.Overloads)
+	})
+}
+
+// peakWidth is the span over which the peak rate of attempts after a
+// slowdown began is taken.
+const peakWidth = 500 * time.Millisecond
+
+// serverName names the overload scenario's server.
+func serverName(ov OverloadConfig) string {
+	if ov.Unbounded {
+		return "server that queues without bound"
+	}
+	return "finite-capacity server"
+}
+
+// writeTimeline writes an overload run of one client as a table: per
+// peakWidth, the requests offered then that succeeded and the attempts
+// that reached the server then.
+func writeTimeline(b *strings.Builder, title string, r OverloadResult) {
+	n := max(int(peakWidth/r.Bucket), 1)
+	if len(r.Offered) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s, per %v:\n\n| from (s) |", title, peakWidth)
+	for i := 0; i < len(r.Offered); i += n {
+		fmt.Fprintf(b, " %.1f |", (time.Duration(i) * r.Bucket).Seconds())
+	}
+	b.WriteString("\n|---|")
+	for i := 0; i < len(r.Offered); i += n {
+		b.WriteString("---|")
+	}
+	sum := func(xs []int, i int) int {
+		t := 0
+		for _, x := range xs[i:min(i+n, len(xs))] {
+			t += x
+		}
+		return t
+	}
+	b.WriteString("\n| succeeded of offered |")
+	for i := 0; i < len(r.Offered); i += n {
+		fmt.Fprintf(b, " %d of %d |", sum(r.Succeeded, i), sum(r.Offered, i))
+	}
+	b.WriteString("\n| attempts at the server |")
+	for i := 0; i < len(r.Offered); i += n {
+		fmt.Fprintf(b, " %d |", sum(r.Attempts, i))
+	}
+	b.WriteString("\n")
 }
 
 // writeNotes explains how the figures were made.
@@ -276,7 +342,7 @@ How the figures were made (loopback, %s in all):
   before, during or after by when it was offered; "time to recover" is from the slowdown's end
   to the first %v bucket from which 95%% of the requests offered succeed in every bucket; wasted
   work is what the server finished for callers that had gone.
-`, res.Took.Round(time.Second),
+%s`, res.Took.Round(time.Second),
 		s.DefaultsRequests, s.Callers, s.CallerRequests, s.DefaultsWindow, s.DefaultsRequestTimeout,
 		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests, s.PolicyRequestTimeout,
 		s.NestedRequests, s.NestedCallers, costRounds, plainCost(res, 0), plainCost(res, 1), plainCost(res, 4), plainCost(res, 5), retryAfterHonoured,
@@ -288,8 +354,26 @@ How the figures were made (loopback, %s in all):
 		s.ClosedLoop.Callers, s.ClosedLoop.Calls, s.ClosedLoop.RequestTimeout, s.ClosedLoop.ServiceTime, s.ClosedLoop.CutEvery, s.ClosedLoop.CutLength, max(s.ClosedLoop.Runs, 1),
 		s.Overload.Workers, s.Overload.ServiceTime, s.Overload.Queue, s.Overload.Rate, s.Overload.Offer,
 		s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.TriggerAt, s.Overload.triggerEnd(),
-		s.Overload.Slowdown, s.Overload.Bucket)
+		s.Overload.Slowdown, s.Overload.Bucket, queueingNote(s.Queueing))
 }
+
+// queueingNote tells how the server that queues without bound was run.
+func queueingNote(q OverloadConfig) string {
+	if q.Rate == 0 {
+		return ""
+	}
+	return fmt.Sprintf(`- **Server that queues without bound**: the same %d workers of %v, the same load and slowdown,
+  behind one queue with no bound, served in order of arrival (as Go's net/http, which gives every
+  request a goroutine, does); its workers never watch the request's context, and it answers 503
+  without work only to a request that waited over %v for a worker. Defaults. "Outages taken" is
+  how many times ours took the server as down (and, in brackets, as overloaded: answering slower
+  than when it was healthy); other clients do not tell. The peak is taken over %v from the
+  slowdown's start on, against the server's capacity (%.0f/s).
+`, q.Workers, q.ServiceTime, q.MaxQueueWait, peakWidth, q.Capacity())
+}
+
+// isOursName reports whether a library of the tables is ours.
+func isOursName(name string) bool { return strings.HasPrefix(name, "exactlyonce") }
 
 func defaultsCell(r LibResult, o OutageResult) string {
 	if !r.Library.HasDefaults {

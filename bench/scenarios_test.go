@@ -201,7 +201,7 @@ func TestOverloadCounts(t *testing.T) {
 	ov := res.Settings.Overload
 	offered := int(ov.Offer.Seconds() * float64(ov.Rate))
 	for _, r := range res.Libs {
-		for _, o := range []OverloadResult{r.OverloadDefaults, r.OverloadPolicy} {
+		for _, o := range []OverloadResult{r.OverloadDefaults, r.OverloadPolicy, r.Queueing} {
 			checkOverloadCounts(t, r.Library.Name, offered, r.Library.Retries, o)
 		}
 	}

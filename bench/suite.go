@@ -42,6 +42,10 @@ type Settings struct {
 	// Overload is a server of finite capacity slowed down for a moment
 	// (the metastable-failure scenario), run with each policy.
 	Overload OverloadConfig
+	// Queueing is the same with a server that queues without bound
+	// instead of refusing (none when its Rate is 0), run with the
+	// defaults.
+	Queueing OverloadConfig
 	// StormPause separates the storms, so that one library's connections
 	// have settled before the next starts.
 	StormPause time.Duration
@@ -102,8 +106,16 @@ func DefaultSettings() Settings {
 		Cost:       true,
 	}
 	s.SlowStorm = slowStorm(s.Storm)
+	s.Queueing = queueing(s.Overload)
 	s.GRPC = DefaultGRPCSettings(s)
 	return s
+}
+
+// queueing is ov against a server that queues without bound, and answers
+// 503 without work to a request that waited over a second for a worker.
+func queueing(ov OverloadConfig) OverloadConfig {
+	ov.Policy, ov.Unbounded, ov.MaxQueueWait = Defaults, true, time.Second
+	return ov
 }
 
 // slowStorm is st against a service that takes 10-20 ms for each request
@@ -120,7 +132,7 @@ func DefaultGRPCSettings(s Settings) GRPCSettings {
 	return GRPCSettings{
 		OutageCalls: s.PolicyRequests, Callers: s.Callers, CallerCalls: s.CallerRequests, OutageTimeout: s.PolicyRequestTimeout,
 		Charges: 1000, Concurrency: 16, Drop: 0.03, Reset: 0.03, Seed: s.Seed,
-		Storm: s.Storm, SlowStorm: s.SlowStorm, ClosedLoop: s.ClosedLoop, Overload: s.Overload, Cost: s.Cost,
+		Storm: s.Storm, SlowStorm: s.SlowStorm, ClosedLoop: s.ClosedLoop, Overload: s.Overload, Queueing: s.Queueing, Cost: s.Cost,
 	}
 }
 
@@ -145,6 +157,8 @@ func QuickSettings() Settings {
 	s.Overload.Rate, s.Overload.Offer, s.Overload.TriggerAt, s.Overload.Trigger = 100, time.Second, 250*time.Millisecond, 250*time.Millisecond
 	s.Overload.RequestTimeout, s.Overload.AttemptTimeout, s.Overload.Bucket = 300*time.Millisecond, 100*time.Millisecond, 125*time.Millisecond
 	s.SlowStorm = slowStorm(s.Storm)
+	s.Queueing = queueing(s.Overload)
+	s.Queueing.MaxQueueWait = s.Overload.RequestTimeout
 	s.StormPause = time.Millisecond
 	s.Cost = false
 	s.GRPC = DefaultGRPCSettings(s)
@@ -175,8 +189,9 @@ type LibResult struct {
 	// ClosedLoop is the closed-loop scenario with defaults.
 	ClosedLoop ClosedLoopResult
 	// OverloadDefaults and OverloadPolicy are the overload scenario with
-	// each policy.
-	OverloadDefaults, OverloadPolicy OverloadResult
+	// each policy; Queueing is it against the server that queues without
+	// bound, with the defaults.
+	OverloadDefaults, OverloadPolicy, Queueing OverloadResult
 }
 
 // Results is a whole run.
@@ -294,6 +309,11 @@ func Run(ctx context.Context, s Settings, log io.Writer) Results {
 			cfg.Policy = ov.policy
 			*ov.res = Overload(ctx, rs[i].Library, cfg)
 			fmt.Fprintf(log, "%-40s %v\n", "overload, "+ov.policy.String()+", "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
+		}
+		if s.Queueing.Rate > 0 && sleepCtx(ctx, s.StormPause) {
+			t := time.Now()
+			rs[i].Queueing = Overload(ctx, rs[i].Library, s.Queueing)
+			fmt.Fprintf(log, "%-40s %v\n", "overload, queueing server, "+rs[i].Library.Name, time.Since(t).Round(time.Millisecond))
 		}
 	}
 	var grpcResults GRPCResults
