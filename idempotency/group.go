@@ -22,6 +22,9 @@ type group[Req, Res any] struct {
 	// one result per request in their order, or an error for them all.
 	one  func(ctx context.Context, req Req) (Res, error)
 	many func(ctx context.Context, reqs []Req) ([]Res, error)
+	// abandon, if set, undoes the result of an operation whose caller left
+	// before it came back (nil: nothing to undo).
+	abandon func(ctx context.Context, res Res)
 
 	mu       sync.Mutex
 	inFlight int // operations on their way, at most groupInFlight
@@ -41,13 +44,16 @@ type groupWaiter[Req, Res any] struct {
 	res  Res
 	err  error
 	done chan struct{}
+	// left says the caller left after its operation went, answered that
+	// its answer is set; both guarded by the group's mu.
+	left, answered bool
 }
 
 // do does req with the others waiting, and returns its result. A caller
 // whose ctx ends before its operation went leaves without it; after it
 // went, it leaves with ctx's error, as a store operation cut short does,
-// and the operation's result (a claim the caller never hears of) is as
-// if its answer were lost.
+// and the operation's result is undone when it comes (abandon: a claim
+// the caller never hears of is given up, not left to hold its key).
 func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	g.mu.Lock()
 	if g.inFlight < groupInFlight {
@@ -65,8 +71,14 @@ func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 		return w.res, w.err
 	case <-ctx.Done():
 		g.mu.Lock()
-		if i := slices.Index(g.queue, w); i >= 0 {
+		switch i := slices.Index(g.queue, w); {
+		case i >= 0:
 			g.queue = slices.Delete(g.queue, i, i+1)
+		case w.answered:
+			g.mu.Unlock()
+			return w.res, w.err
+		default:
+			w.left = true
 		}
 		g.mu.Unlock()
 		var zero Res
@@ -90,25 +102,36 @@ func (g *group[Req, Res]) next(ctx context.Context) {
 }
 
 // send does the operations of batch together, hands each waiter its
-// result, and sends what waits meanwhile.
+// result (undoing it for one that left), and sends what waits meanwhile.
 func (g *group[Req, Res]) send(ctx context.Context, batch []*groupWaiter[Req, Res]) {
+	var (
+		res []Res
+		err error
+	)
 	if len(batch) == 1 {
-		w := batch[0]
-		w.res, w.err = g.one(ctx, w.req)
-		close(w.done)
+		var r Res
+		r, err = g.one(ctx, batch[0].req)
+		res = []Res{r}
 	} else {
 		reqs := make([]Req, len(batch))
 		for i, w := range batch {
 			reqs[i] = w.req
 		}
-		res, err := g.many(ctx, reqs)
-		for i, w := range batch {
-			if err != nil {
-				w.err = err
-			} else {
-				w.res = res[i]
-			}
-			close(w.done)
+		res, err = g.many(ctx, reqs)
+	}
+	for i, w := range batch {
+		if err != nil {
+			w.err = err
+		} else {
+			w.res = res[i]
+		}
+		g.mu.Lock()
+		w.answered = true
+		left := w.left
+		g.mu.Unlock()
+		close(w.done)
+		if left && w.err == nil && g.abandon != nil {
+			g.abandon(ctx, w.res)
 		}
 	}
 	g.next(ctx)
@@ -132,6 +155,12 @@ func newGroupCommit(store BatchStore) *groupCommit {
 	g := &groupCommit{}
 	g.claims.one = store.Claim
 	g.claims.many = store.ClaimBatch
+	g.claims.abandon = func(ctx context.Context, c Claim) {
+		if c.Outcome == ClaimCreated || c.Outcome == ClaimTakenOver {
+			// Freed, or left to a Reconciler if it has a recovery point.
+			_ = store.ReleaseUnstarted(ctx, c.Record.Fence())
+		}
+	}
 	g.completions.one = func(ctx context.Context, c completion) (error, error) {
 		return store.Complete(ctx, c.f, c.response), nil
 	}

@@ -17,7 +17,8 @@ import (
 // completions, alone and in batches, and can hold its single claims.
 type groupedStore struct {
 	*idempotency.MemoryBatchStore
-	hold chan struct{} // when set, a single Claim waits for it
+	hold      chan struct{} // when set, a single Claim waits for it
+	holdBatch chan struct{} // when set, a ClaimBatch waits for it
 
 	claims, claimBatches, completes, completeBatches atomic.Int32
 	mu                                               sync.Mutex
@@ -37,6 +38,9 @@ func (s *groupedStore) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimR
 	s.mu.Lock()
 	s.batchSizes = append(s.batchSizes, len(reqs))
 	s.mu.Unlock()
+	if s.holdBatch != nil {
+		<-s.holdBatch
+	}
 	return s.MemoryBatchStore.ClaimBatch(ctx, reqs)
 }
 
@@ -156,5 +160,48 @@ func TestGroupCommitCancelledWaiterClaimsNothing(t *testing.T) {
 		_, err := store.Get(context.Background(), "alice", "gone")
 		assert.ErrorIs(t, err, idempotency.ErrNotFound, "the cancelled request's key was claimed")
 		assert.Zero(t, store.claimBatches.Load())
+	})
+}
+
+// A request whose context ends after its claim went with others leaves
+// at once, and the claim, when it comes back, is given up: its key is
+// free for the retry, not held for a lease by nobody.
+func TestGroupCommitWaiterGoneAfterItsClaimWentFreesTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newGroupedStore()
+		runner := idempotency.NewRunner(store)
+		ok := func(context.Context, *idempotency.Execution) ([]byte, error) { return []byte("ok"), nil }
+		store.hold, store.holdBatch = make(chan struct{}), make(chan struct{})
+		first := make(chan error, 1)
+		go func() {
+			_, err := runner.Do(context.Background(), idempotency.Request{Caller: "alice", Key: "first"}, ok)
+			first <- err
+		}()
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		gone, stays := make(chan error, 1), make(chan error, 1)
+		go func() {
+			_, err := runner.Do(ctx, idempotency.Request{Caller: "alice", Key: "gone"}, ok)
+			gone <- err
+		}()
+		go func() {
+			_, err := runner.Do(context.Background(), idempotency.Request{Caller: "alice", Key: "stays"}, ok)
+			stays <- err
+		}()
+		synctest.Wait()
+		close(store.hold) // the first comes back; the two others go together, held
+		require.NoError(t, <-first)
+		synctest.Wait()
+		require.Equal(t, int32(1), store.claimBatches.Load())
+		cancel()
+		assert.ErrorIs(t, <-gone, context.Canceled)
+		close(store.holdBatch)
+		require.NoError(t, <-stays)
+		synctest.Wait()
+		_, err := store.Get(context.Background(), "alice", "gone")
+		assert.ErrorIs(t, err, idempotency.ErrNotFound, "the claim of the request that left holds its key")
+		rec, err := store.Get(context.Background(), "alice", "stays")
+		require.NoError(t, err)
+		assert.Equal(t, idempotency.StateCompleted, rec.State)
 	})
 }
