@@ -32,6 +32,7 @@ import (
 type Client struct {
 	caller  *retry.Caller
 	methods methods
+	keys    keyTargets // the targets that have shown they honour keys
 }
 
 // NewClient returns a Client with the policy given by opts, the same

@@ -129,7 +129,13 @@
 //   - a call that is neither declared idempotent nor keyed (keys off) is
 //     not retried after a failure that may have reached the server
 //     (retry.ErrNotIdempotent). grpc-go retries transparently the calls
-//     that provably never left the client.
+//     that provably never left the client;
+//   - a keyed call is retried after such a failure only once its target
+//     has shown it honours keys: an answer echoed the call's key in its
+//     trailer (KeyMetadata; every answer of the server interceptor does)
+//     or was a replay. Until then it is handled as a call without a key
+//     (retry.ErrNotIdempotent), since a server that ignores the key would
+//     act again; one whose connection could not be made is retried.
 //
 // # Keys
 //

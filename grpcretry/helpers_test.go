@@ -79,17 +79,25 @@ func (p *payments) Upload(s grpc.ClientStreamingServer[paymentspb.ChargeRequest,
 
 // attempts records what every call that reached the server carried, and
 // fails calls as its script says: a server interceptor in front of the
-// service, the faults of the network or of an overloaded server.
+// service, the faults of the network or of an overloaded server. It
+// echoes a call's key in the trailer, as a server that honours keys does
+// (the ServerInterceptor), unless ignoresKeys.
 type attempts struct {
-	mu     sync.Mutex
-	keys   []string // the key of each call, "" for none
-	script func(n int, method string) error
-	n      atomic.Int64
+	mu          sync.Mutex
+	keys        []string // the key of each call, "" for none
+	script      func(n int, method string) error
+	n           atomic.Int64
+	ignoresKeys bool
 }
 
 func (a *attempts) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	n := int(a.n.Add(1))
 	a.note(ctx)
+	if !a.ignoresKeys {
+		for _, k := range metadata.ValueFromIncomingContext(ctx, grpcretry.KeyMetadata) {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcretry.KeyMetadata, k))
+		}
+	}
 	if a.script != nil {
 		if err := a.script(n, info.FullMethod); err != nil {
 			return nil, err

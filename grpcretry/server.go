@@ -138,6 +138,10 @@ func (s *ServerInterceptor) Unary(ctx context.Context, req any, info *grpc.Unary
 		return nil, refusal(codes.InvalidArgument, ReasonKeyInvalid,
 			"The "+s.keyName+" must be 1 to 255 visible ASCII characters, optionally in double quotes.")
 	}
+	// Every answer to a keyed call echoes its key: the client's evidence
+	// that this server honours keys, so its retries of a call that may
+	// have reached it are safe.
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(s.keyName, values[0]))
 	caller, err := s.caller(ctx)
 	if err != nil {
 		return nil, refusal(codes.Unauthenticated, ReasonCallerUnknown, "The caller could not be identified.")

@@ -23,6 +23,7 @@ import (
 func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	u := &unaryCall{
+		keys:   &c.keys,
 		method: method, req: req, reply: reply, cc: cc, invoker: invoker,
 		call: retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe()},
 	}
@@ -59,7 +60,8 @@ type unaryCall struct {
 	optsBuf    [4]grpc.CallOption
 	trailer    metadata.MD
 	codes      codeSet // the codes retried (RetryableCodes)
-	addKey     bool    // the key goes in the attempts' metadata (the caller sent none)
+	keys       *keyTargets
+	addKey     bool // the key goes in the attempts' metadata (the caller sent none)
 }
 
 // ownKey keeps a key the caller put in the outgoing metadata; a blank one
@@ -79,7 +81,7 @@ func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) retry.Verdic
 	}
 	u.trailer = nil
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
-	return verdictOf(err, u.trailer, u.call.Key != "", u.codes)
+	return u.keys.judge(&u.call, verdictOf(err, u.trailer, u.call.Key != "", u.codes), u.trailer)
 }
 
 // copy makes one copy of a hedged attempt, into a reply, header, trailer
@@ -97,7 +99,7 @@ func (u *unaryCall) copy(ctx context.Context) retry.Verdict {
 	}
 	opts = append(opts, grpc.Header(&h.header), grpc.Trailer(&h.trailer), grpc.Peer(&h.peer))
 	err := u.invoker(ctx, u.method, u.req, h.reply, u.cc, opts...)
-	v := verdictOf(err, h.trailer, u.call.Key != "", u.codes)
+	v := u.keys.judge(&u.call, verdictOf(err, h.trailer, u.call.Key != "", u.codes), h.trailer)
 	v.Result = h
 	return v
 }

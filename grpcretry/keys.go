@@ -1,0 +1,64 @@
+package grpcretry
+
+import (
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/exactlyonce/retry"
+)
+
+// keyTargets are the targets that have shown they honour idempotency keys:
+// an answer to a keyed call echoed its key in the trailer (the
+// ServerInterceptor's answers all do) or replayed a stored outcome. A
+// keyed call is repeated after a failure that may have reached its target
+// only once the target has shown it: a server that ignores keys would act
+// again. Safe for concurrent use; the zero value knows none.
+type keyTargets struct {
+	honoured sync.Map // target -> struct{}
+}
+
+// judge judges a keyed attempt's verdict v by what its target has shown,
+// learning from the attempt's trailer: a failure that may have reached a
+// target not known to honour keys is not retried (retry.ErrNotIdempotent);
+// one that proves the call never left (its connection could not be made)
+// is.
+func (k *keyTargets) judge(call *retry.Call, v retry.Verdict, trailer metadata.MD) retry.Verdict {
+	if call.Idempotent || call.Key == "" {
+		return v
+	}
+	if len(trailer[ReplayedTrailer]) > 0 || echoed(trailer, call.Key) {
+		if _, known := k.honoured.Load(call.Target); !known {
+			k.honoured.Store(call.Target, struct{}{})
+		}
+		return v
+	}
+	if !v.Retry {
+		return v
+	}
+	if _, ok := k.honoured.Load(call.Target); ok || neverSent(v.Err) {
+		return v
+	}
+	v.Retry, v.Pending, v.Stop = false, false, retry.ErrNotIdempotent
+	return v
+}
+
+// echoed reports whether trailer echoes key in KeyMetadata.
+func echoed(trailer metadata.MD, key string) bool {
+	for _, v := range trailer[KeyMetadata] {
+		if v == key {
+			return true
+		}
+	}
+	return false
+}
+
+// neverSent reports whether err proves the call never reached its target:
+// grpc-go could not make the connection.
+func neverSent(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && strings.Contains(st.Message(), "while dialing")
+}
