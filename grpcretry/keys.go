@@ -18,7 +18,29 @@ import (
 // only once the target has shown it: a server that ignores keys would act
 // again. Safe for concurrent use; the zero value knows none.
 type keyTargets struct {
-	honoured sync.Map // target -> struct{}
+	mu       sync.RWMutex
+	honoured map[string]struct{}
+}
+
+// honours reports whether target has shown it honours keys.
+func (k *keyTargets) honours(target string) bool {
+	k.mu.RLock()
+	_, ok := k.honoured[target]
+	k.mu.RUnlock()
+	return ok
+}
+
+// saw notes that target has shown it honours keys.
+func (k *keyTargets) saw(target string) {
+	if k.honours(target) {
+		return
+	}
+	k.mu.Lock()
+	if k.honoured == nil {
+		k.honoured = make(map[string]struct{})
+	}
+	k.honoured[target] = struct{}{}
+	k.mu.Unlock()
 }
 
 // judge judges a keyed attempt's verdict v by what its target has shown,
@@ -31,15 +53,13 @@ func (k *keyTargets) judge(call *retry.Call, v retry.Verdict, trailer metadata.M
 		return v
 	}
 	if len(trailer[ReplayedTrailer]) > 0 || echoed(trailer, call.Key) {
-		if _, known := k.honoured.Load(call.Target); !known {
-			k.honoured.Store(call.Target, struct{}{})
-		}
+		k.saw(call.Target)
 		return v
 	}
 	if !v.Retry {
 		return v
 	}
-	if _, ok := k.honoured.Load(call.Target); ok || neverSent(v.Err) {
+	if k.honours(call.Target) || neverSent(v.Err) {
 		return v
 	}
 	v.Retry, v.Pending, v.Stop = false, false, retry.ErrNotIdempotent
