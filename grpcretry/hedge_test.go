@@ -26,6 +26,9 @@ func TestHedgedLoserEndsBeforeTheCallReturns(t *testing.T) {
 	p := &payments{}
 	var arrivals atomic.Int64
 	p.charge = func(ctx context.Context, req *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) {
+		if req.Account == "warm-up" {
+			return &paymentspb.ChargeReply{}, nil
+		}
 		if arrivals.Add(1) == 1 {
 			<-ctx.Done() // the slow copy: it ends when the client cancels it
 			return nil, ctx.Err()
@@ -53,6 +56,9 @@ func TestHedgedLoserEndsBeforeTheCallReturns(t *testing.T) {
 	}
 	retrying := grpcretry.NewClient(fast, retry.WithHedging(retry.Hedging{MinDelay: 20 * time.Millisecond}))
 	client := dial(t, servePayments(t, false, p, &attempts{}), nil, grpc.WithChainUnaryInterceptor(retrying.Unary, below))
+	// A keyed call is hedged once its target has shown it honours keys.
+	_, err := client.Charge(testCtx(t), &paymentspb.ChargeRequest{Account: "warm-up"})
+	require.NoError(t, err)
 	req := &paymentspb.ChargeRequest{Account: "acct", AmountCents: 1}
 	reply, err := client.Charge(testCtx(t), req)
 	returned.Store(true)

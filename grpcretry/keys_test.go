@@ -76,3 +76,27 @@ func TestAKeyedCallThatNeverLeftIsRetried(t *testing.T) {
 	assert.NotErrorIs(t, err, retry.ErrNotIdempotent)
 	assert.Greater(t, report.Attempts, 1, "a call that never left was not retried")
 }
+
+// A keyed call is not hedged (sent twice at once) to a target that has not
+// shown it honours keys: a server that ignores them would act twice.
+func TestAKeyedCallIsNotHedgedBeforeEvidence(t *testing.T) {
+	p := &payments{}
+	release := make(chan struct{})
+	p.charge = func(ctx context.Context, req *paymentspb.ChargeRequest) (*paymentspb.ChargeReply, error) {
+		select { // slow enough to be hedged
+		case <-ctx.Done():
+		case <-release:
+		case <-time.After(100 * time.Millisecond):
+		}
+		return &paymentspb.ChargeReply{Id: "slow"}, nil
+	}
+	defer close(release)
+	a := &attempts{ignoresKeys: true}
+	client := dial(t, servePayments(t, false, p, a),
+		grpcretry.NewClient(fast, retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond})))
+	for range 3 {
+		_, err := client.Charge(testCtx(t), &paymentspb.ChargeRequest{Account: "acct", AmountCents: 1})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 3, a.Count(), "a keyed call went twice to a server that ignores keys")
+}

@@ -36,7 +36,9 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	u.ownKey(ctx)
 	_, isProto := reply.(proto.Message)
-	u.call.Hedgeable = isProto
+	// A keyed call goes twice at once only to a target that has shown it
+	// honours keys: a server that ignores them would act twice.
+	u.call.Hedgeable = isProto && (u.call.Idempotent || c.keys.honours(u.call.Target))
 	u.opts = append(append(u.optsBuf[:0], opts...), grpc.Trailer(&u.trailer))
 	v, err := c.caller.Run(ctx, &u.call, u.attempt)
 	if h, ok := v.Result.(*hedgeCopy); ok {
