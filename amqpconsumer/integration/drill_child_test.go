@@ -33,17 +33,10 @@ const (
 	drillLimitEnv      = "EXACTLYONCE_TEST_DRILL_LIMIT" // the queue's delivery limit
 )
 
-// Lines the drill's child prints on its stdout.
-const (
-	lineRunning = "running"
-	lineOutage  = "outage"
-	lineStopped = "stopped"
-)
-
 // drillChild runs in a child process: a consumer of the drill's queue
 // that stops, as a service's main does, when the process gets SIGTERM. It
-// prints lineRunning once it runs, lineOutage once it saw its dependency
-// down, and lineStopped with its stats once Run returned.
+// prints drill.LineRunning once it runs, drill.LineOutage once it saw its dependency
+// down, and drill.LineStopped with its stats once Run returned.
 func drillChild(schema, queue, depURL string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -81,18 +74,18 @@ func drillChild(schema, queue, depURL string) int {
 		defer tick.Stop()
 		for range tick.C {
 			if c.Stats().Outages > 0 {
-				fmt.Println(lineOutage)
+				fmt.Println(drill.LineOutage)
 				return
 			}
 		}
 	}()
 	signalled := make(chan time.Time, 1)
 	context.AfterFunc(ctx, func() { signalled <- time.Now() })
-	fmt.Println(lineRunning)
+	fmt.Println(drill.LineRunning)
 	if err := c.Run(ctx); !errors.Is(err, context.Canceled) {
 		return fail(fmt.Errorf("Run returned %v, want context.Canceled", err))
 	}
-	fmt.Printf("%s (Run returned %v after SIGTERM) %+v\n", lineStopped, time.Since(<-signalled).Round(time.Millisecond), c.Stats())
+	fmt.Printf("%s (Run returned %v after SIGTERM) %+v\n", drill.LineStopped, time.Since(<-signalled).Round(time.Millisecond), c.Stats())
 	return 0
 }
 

@@ -1,25 +1,18 @@
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
-	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/drill"
 	"github.com/exactlyonce/retry/natsconsumer"
 	"github.com/exactlyonce/retry/natsconsumer/internal/natstest"
@@ -52,9 +45,9 @@ const (
 // and on one with a MaxDeliver of 2, whose last deliveries the stopping
 // consumers hand to the store for the new one's Reconciler.
 func TestStopDuringAnOutageLosesNothing(t *testing.T) {
-	stop := func(children []*drillProcess) {
-		for i, took := range stopAll(t, children) {
-			t.Logf("child %d stopped in %v (StopGrace %v): %s", i, took.Round(time.Millisecond), drillGrace, children[i].last)
+	stop := func(children []*drill.Process) {
+		for i, took := range drill.StopAll(t, children) {
+			t.Logf("child %d stopped in %v (StopGrace %v): %s", i, took.Round(time.Millisecond), drillGrace, children[i].Last)
 			assert.LessOrEqual(t, took, drillStopBound, "child %d's stop", i)
 		}
 	}
@@ -68,10 +61,9 @@ func TestStopDuringAnOutageLosesNothing(t *testing.T) {
 // their MaxDeliveries: JetStream delivers everything they held again, and
 // the new consumer finishes it.
 func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
-	stopDrill(t, 0, func(children []*drillProcess) {
+	stopDrill(t, 0, func(children []*drill.Process) {
 		for _, c := range children {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
+			c.Kill()
 		}
 	})
 }
@@ -79,7 +71,7 @@ func TestKilledDuringAnOutageLosesNothing(t *testing.T) {
 // stopDrill runs the drill on a JetStream consumer with the MaxDeliver
 // maxDeliver (0 for none), ending the children with end while their
 // dependency is down.
-func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
+func stopDrill(t *testing.T, maxDeliver int, end func([]*drill.Process)) {
 	_, js := natstest.Connect(t)
 	stream := natstest.NewStream(t, js)
 	cons := natstest.NewPullConsumer(t, js, stream, jetstream.ConsumerConfig{MaxDeliver: maxDeliver, AckWait: drillAckWait})
@@ -92,17 +84,17 @@ func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
 	}
 	dep := drill.NewDependency(t)
 
-	var children []*drillProcess
+	var children []*drill.Process
 	for range drillChildren {
 		children = append(children, startDrillChild(t, schema, stream, dep.URL()))
 	}
-	natstest.Eventually(t, "the children performed effects", func() bool { return countEffects(t, pool, schema).all >= drillOutageAt })
+	natstest.Eventually(t, "the children performed effects", func() bool { return drill.CountEffects(t, pool, schema).All >= drillOutageAt })
 	dep.SetDown(true)
 	for _, c := range children {
-		c.await(t, lineOutage)
+		c.Await(t, drill.LineOutage)
 	}
 	end(children)
-	before := countEffects(t, pool, schema)
+	before := drill.CountEffects(t, pool, schema)
 	dep.SetDown(false)
 
 	budget := retry.DefaultBudget()
@@ -110,179 +102,36 @@ func stopDrill(t *testing.T, maxDeliver int, end func([]*drillProcess)) {
 	c, err := natsconsumer.New(cons, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget))
 	require.NoError(t, err)
 	natstest.Start(t, c)
-	parked := awaitEffects(t, c.Consumer, store, pool, schema, func() string {
-		i := natstest.Info(t, cons)
-		return fmt.Sprintf("%d pending, %d waiting for an ack; ", i.NumPending, i.NumAckPending)
-	}, func() bool {
-		i := natstest.Info(t, cons)
-		return i.NumPending == 0 && i.NumAckPending == 0
-	})
-	after := countEffects(t, pool, schema)
-	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked %d", before.all, c.Stats(), parked)
+	parked := drill.AwaitEffects(t, drill.Await{Consumer: c.Consumer, Store: store, Pool: pool, Schema: schema, Keys: drillKeys(),
+		Broker: func() string {
+			i := natstest.Info(t, cons)
+			return fmt.Sprintf("%d pending, %d waiting for an ack; ", i.NumPending, i.NumAckPending)
+		},
+		Settled: func() bool {
+			i := natstest.Info(t, cons)
+			return i.NumPending == 0 && i.NumAckPending == 0
+		}})
+	after := drill.CountEffects(t, pool, schema)
+	t.Logf("effects before the stop's end %d; then the new consumer: %+v, parked %d", before.All, c.Stats(), parked)
 	assert.Zero(t, parked, "left parked")
-	assert.Equal(t, drillMessages, after.distinct, "lost")
-	assert.Equal(t, drillMessages, after.all, "duplicated: %v", after.doubled)
+	assert.Equal(t, drillMessages, after.Distinct, "lost")
+	assert.Equal(t, drillMessages, after.All, "duplicated: %v", after.Doubled)
 }
 
 func drillKey(i int) string { return fmt.Sprintf("order-%04d", i) }
 
-// drillProcess is a child process of the drill and the lines it printed.
-type drillProcess struct {
-	cmd   *exec.Cmd
-	lines chan string
-	last  string // the last line read
+// drillKeys are the keys of the drill's messages.
+func drillKeys() []string {
+	keys := make([]string, drillMessages)
+	for i := range keys {
+		keys[i] = drillKey(i)
+	}
+	return keys
 }
 
-// startDrillChild starts a child consumer process, killed at the end of
-// the test if it still runs, and waits for it to run.
-func startDrillChild(t *testing.T, schema, stream, depURL string) *drillProcess {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), drillChildEnv+"="+schema, drillStreamEnv+"="+stream, drillDependencyEnv+"="+depURL,
-		// Under -race a process sleeps a second at its exit unless told not to.
-		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &drillProcess{cmd: cmd, lines: make(chan string, 16)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
+// startDrillChild starts a child consumer process (see drill.StartProcess).
+func startDrillChild(t *testing.T, schema, stream, depURL string) *drill.Process {
+	return drill.StartProcess(t, func(string) []string {
+		return []string{drillChildEnv + "=" + schema, drillStreamEnv + "=" + stream, drillDependencyEnv + "=" + depURL}
 	})
-	p.await(t, lineRunning)
-	return p
-}
-
-// await waits for the child to print a line starting with prefix.
-func (p *drillProcess) await(t *testing.T, prefix string) {
-	t.Helper()
-	timeout := time.After(time.Minute)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("the drill child ended without printing %q", prefix)
-			}
-			p.last = l
-			if strings.HasPrefix(l, prefix) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("the drill child did not print %q within a minute", prefix)
-		}
-	}
-}
-
-// stopAll sends SIGTERM to every child at once, and returns how long each
-// took to exit, which it must do cleanly having printed lineStopped.
-func stopAll(t *testing.T, children []*drillProcess) []time.Duration {
-	took := make([]time.Duration, len(children))
-	stopped := make([]bool, len(children))
-	done := make(chan struct{}, len(children))
-	for i, c := range children {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			begin := time.Now()
-			if c.cmd.Process.Signal(syscall.SIGTERM) != nil {
-				return
-			}
-			for l := range c.lines { // until its stdout closes: it exited
-				c.last = l
-				stopped[i] = stopped[i] || strings.HasPrefix(l, lineStopped)
-			}
-			_ = c.cmd.Wait()
-			took[i] = time.Since(begin)
-		}()
-	}
-	for range children {
-		<-done
-	}
-	for i, c := range children {
-		require.True(t, stopped[i] && c.cmd.ProcessState != nil && c.cmd.ProcessState.Success(),
-			"child %d exited with %v, its last line %q", i, c.cmd.ProcessState, c.last)
-	}
-	return took
-}
-
-// parkedNow returns how many of c's messages are parked.
-func parkedNow(t *testing.T, c *consumer.Consumer) int {
-	t.Helper()
-	recs, err := c.ListParked(context.Background(), "", 0)
-	require.NoError(t, err)
-	return len(recs)
-}
-
-// effectCount is what the effects table holds.
-type effectCount struct {
-	all, distinct int
-	doubled       []string // keys with more than one effect
-	keys          map[string]bool
-}
-
-// awaitEffects waits until every drill message has its effect and the
-// broker is settled (nobody runs a parked message meanwhile), and returns
-// how many messages are parked then; after two minutes it fails the test with what
-// became of the messages without an effect (and what broker says).
-func awaitEffects(t *testing.T, c *consumer.Consumer, store idempotency.Store, pool *pgxpool.Pool, schema string, broker func() string, settled func() bool) int {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	parked := 0
-	for range tick.C {
-		parked = parkedNow(t, c)
-		n := countEffects(t, pool, schema)
-		if n.distinct == drillMessages && settled() {
-			return parked
-		}
-		if time.Now().Before(deadline) {
-			continue
-		}
-		var missing []string
-		for i := range drillMessages {
-			if key := drillKey(i); !n.keys[key] {
-				missing = append(missing, key)
-			}
-		}
-		report := fmt.Sprintf("%d effects for %d of %d messages; %sthe new consumer %+v; without an effect (%d):",
-			n.all, n.distinct, drillMessages, broker(), c.Stats(), len(missing))
-		for _, key := range missing[:min(len(missing), 10)] {
-			rec, err := store.Get(context.Background(), c.Caller(), key)
-			report += fmt.Sprintf("\n  %s: %+v %v", key, rec, err)
-		}
-		t.Fatal(report)
-	}
-	return parked
-}
-
-func countEffects(t *testing.T, pool *pgxpool.Pool, schema string) effectCount {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT key, count(*) FROM "+pgx.Identifier{schema, "effects"}.Sanitize()+" GROUP BY key")
-	require.NoError(t, err)
-	defer rows.Close()
-	n := effectCount{keys: make(map[string]bool)}
-	for rows.Next() {
-		var (
-			key string
-			k   int
-		)
-		require.NoError(t, rows.Scan(&key, &k))
-		n.all += k
-		n.distinct++
-		n.keys[key] = true
-		if k > 1 {
-			n.doubled = append(n.doubled, key)
-		}
-	}
-	require.NoError(t, rows.Err())
-	return n
 }
