@@ -506,15 +506,26 @@ func serve(ctx context.Context, b backend, rep *Report) error {
 		}
 		rep.Keys = append(rep.Keys, kr)
 	}
-	for {
+	// Until every outbox message is delivered: a message whose row a
+	// killed worker's relay still locks is skipped (SKIP LOCKED) until the
+	// database has seen that connection end.
+	for deadline := time.Now().Add(15 * time.Second); ; {
 		n, err := b.Relay(ctx)
 		if err != nil {
 			return fmt.Errorf("relay: %w", err)
 		}
 		rep.Relayed += n
-		if n == 0 {
+		if n > 0 {
+			continue
+		}
+		l, err := b.Ledger(ctx)
+		if err != nil {
+			return fmt.Errorf("ledger: %w", err)
+		}
+		if l.Outbox == nil || l.Outbox.Undelivered == 0 || time.Now().After(deadline) {
 			return nil
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
