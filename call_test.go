@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 var errCallFailed = errors.New("call failed")
@@ -134,7 +135,7 @@ func TestCallerVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newAutoClock()
-			cl := retry.NewCaller(append([]retry.Option{retry.WithClock(clk), retry.WithBackoff(retry.Constant(0))}, tc.opts...)...)
+			cl := retry.NewCaller(append([]retry.Option{retry.WithClock(clk), retry.WithBackoff(backoff.Constant(0))}, tc.opts...)...)
 			call := &retry.Call{Target: "t"}
 			attempt, keys := script(call, tc.verdicts...)
 			_, err := cl.Run(context.Background(), call, attempt)

@@ -48,15 +48,15 @@
 //
 // # Policy and defaults
 //
-//   - Attempts: DefaultMaxAttempts (4 in all), WithMaxAttempts.
-//   - Backoff: full jitter from DefaultBackoffBase (100 ms), capped at
-//     DefaultBackoffCap (10 s); WithBackoff, and Constant, EqualJitter,
+//   - Attempts: defaultMaxAttempts (4 in all), WithMaxAttempts.
+//   - Backoff: full jitter from defaultBackoffBase (100 ms), capped at
+//     defaultBackoffCap (10 s); WithBackoff, and Constant, EqualJitter,
 //     DecorrelatedJitter.
 //   - Deadline: the context's, or WithTotalTimeout's, whichever is sooner;
 //     no wait ever ends past it. WithAttemptTimeout bounds each attempt
 //     that another can follow (else it runs to the deadline); a
 //     Transport bounds an attempt that nothing else bounds with
-//     DefaultAttemptTimeout (30 s), and WithAdaptiveTimeout learns a bound
+//     defaultAttemptTimeout (30 s), and WithAdaptiveTimeout learns a bound
 //     from each host's latency. WithHedging sends a second copy of a slow
 //     request.
 //   - Budget: every Transport has a DefaultBudget (retries held to 10% of

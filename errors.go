@@ -121,7 +121,7 @@ func loopContextErr(ctx context.Context, clk clock.Clock, deadline time.Time) er
 
 // AttemptTimeoutError is the error of an HTTP attempt that got no response
 // within its attempt timeout (WithAttemptTimeout, WithAdaptiveTimeout or
-// DefaultAttemptTimeout). It is transient, and errors.Is finds
+// the 30 s a Transport gives an attempt nothing else bounds). It is transient, and errors.Is finds
 // context.DeadlineExceeded in it, never context.Canceled: nobody cancelled
 // the request, its time ran out.
 type AttemptTimeoutError struct {

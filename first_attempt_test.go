@@ -47,7 +47,7 @@ func (s *scriptedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestFirstAttemptSendsTheCallersRequestAndReports(t *testing.T) {
 	base := &scriptedBase{script: []int{200}}
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget))}
 	var rep retry.Report
 	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", "http://mem.test/", nil)

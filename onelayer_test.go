@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // floorBound is the budget's promise under a total outage: the capacity, one
@@ -29,7 +30,7 @@ func floorBound(capacity, floor float64, elapsed time.Duration) uint64 {
 
 func TestSharedBudgetBoundsRetriesDuringAnOutage(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	calls := 0
 	const requests = 2000
 	for range requests {
@@ -63,7 +64,7 @@ func TestBudgetDenialIsReported(t *testing.T) {
 
 func TestHealthyTrafficHasEveryTransientFailureRetried(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	rng := rand.New(rand.NewPCG(1, 2))
 	failures := 0
 	for range 10000 {
@@ -84,7 +85,7 @@ func TestHealthyTrafficHasEveryTransientFailureRetried(t *testing.T) {
 
 func TestConcurrentCallersKeepTheBound(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	var calls atomic.Int64
 	var wg sync.WaitGroup
 	const callers, each = 50, 40
@@ -182,7 +183,7 @@ func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 	closers := []func(){bottom.Close}
 	next := bottom.URL
 	for range layers {
-		tr := retry.NewTransport(nil, append([]retry.Option{retry.WithBackoff(retry.Constant(0))}, opts...)...)
+		tr := retry.NewTransport(nil, append([]retry.Option{retry.WithBackoff(backoff.Constant(0))}, opts...)...)
 		client := &http.Client{Transport: tr}
 		target := next
 		svc := httptest.NewServer(retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -209,7 +210,7 @@ func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
 	top, innermost, stop := chain(2, noRideThrough) // the client below is the third layer
 	defer stop()
-	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)), noRideThrough)
+	client, _ := newClient(t, retry.WithBackoff(backoff.Constant(0)), noRideThrough)
 	const requests = 200
 	for range requests {
 		resp, err := client.Get(top)

@@ -132,7 +132,7 @@ import (
 // in a row, or a denied retry) fails with ErrAttemptsExhausted. With the
 // default full-jitter backoff that is rare (its first three waits must add
 // up to less than that moment); a backoff with a floor, such as
-// EqualJitter, rules it out. A retry the budget paid for that never went
+// backoff.EqualJitter, rules it out. A retry the budget paid for that never went
 // (its wait ended first) gets its token back.
 //
 // Independent failures (a brownout) do not mark a dependency down, and a
@@ -147,10 +147,10 @@ type RideThrough struct {
 	Off bool
 	// MaxWait bounds the wait of a request that has no deadline, and is
 	// how long a dependency may have been down for a request still to wait
-	// for it (default DefaultMaxWait).
+	// for it (default 10 s).
 	MaxWait time.Duration
 	// MaxWaiters: a request finding this many requests waiting for its
-	// dependency already fails at once (default DefaultMaxWaiters).
+	// dependency already fails at once (default 10,000).
 	MaxWaiters int
 }
 
@@ -162,7 +162,7 @@ type rideConfig struct {
 }
 
 func defaultRideConfig() rideConfig {
-	return rideConfig{maxWait: DefaultMaxWait, maxWaiters: DefaultMaxWaiters}
+	return rideConfig{maxWait: defaultMaxWait, maxWaiters: defaultMaxWaiters}
 }
 
 // WithRideThrough sets how requests ride through an outage (see
@@ -170,10 +170,10 @@ func defaultRideConfig() rideConfig {
 // WithRideThrough(RideThrough{Off: true}) turns it off.
 func WithRideThrough(r RideThrough) Option {
 	if r.MaxWait <= 0 {
-		r.MaxWait = DefaultMaxWait
+		r.MaxWait = defaultMaxWait
 	}
 	if r.MaxWaiters <= 0 {
-		r.MaxWaiters = DefaultMaxWaiters
+		r.MaxWaiters = defaultMaxWaiters
 	}
 	return optionFunc(func(c *config) {
 		c.ride = rideConfig{off: r.Off, maxWait: r.MaxWait, maxWaiters: r.MaxWaiters}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // Who probes a host that is down, and when. Each test here failed before:
@@ -54,7 +55,7 @@ func TestWaitersThatAllProbedStillProbe(t *testing.T) {
 			}
 			return respond(func(*http.Request) (int, string) { return 200, "ok" })(r)
 		})
-		tr := retry.NewTransport(base, retry.WithMaxAttempts(10), retry.WithBackoff(retry.Constant(10*time.Millisecond)))
+		tr := retry.NewTransport(base, retry.WithMaxAttempts(10), retry.WithBackoff(backoff.Constant(10*time.Millisecond)))
 		downHost(t, tr, "http://dep.test/")
 		client := &http.Client{Transport: tr}
 		var wg sync.WaitGroup

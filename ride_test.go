@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -289,7 +290,7 @@ func TestRideThroughWaitsAreBounded(t *testing.T) {
 			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 		})
 		tr := retry.NewTransport(base, retry.WithRideThrough(retry.RideThrough{MaxWait: 3 * time.Second, MaxWaiters: 2}),
-			retry.WithBackoff(retry.Constant(0)))
+			retry.WithBackoff(backoff.Constant(0)))
 		client := &http.Client{Transport: tr}
 		downHost(t, tr, "http://down.test/")
 		require.Equal(t, "down", tr.Dependencies()[0].State)
@@ -416,9 +417,9 @@ func TestDuplicatesWaitForTheFirstCopyWithoutSpendingTheBudget(t *testing.T) {
 
 // Do rides through an outage of the dependency its Budget stands for.
 func TestDoRidesThroughAnOutageOfItsBudgetsDependency(t *testing.T) {
-	equalJitter := retry.EqualJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)
+	equalJitter := backoff.EqualJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)
 	synctest.Test(t, func(t *testing.T) {
-		budget := retry.DefaultBudget()
+		budget := retry.NewBudget(0.1, 1, 20)
 		start := time.Now()
 		var calls atomic.Int64
 		op := func(context.Context) error {

@@ -50,9 +50,9 @@
 //
 //	grpc-go retryPolicy      grpcretry
 //	maxAttempts              retry.WithMaxAttempts (default 4)
-//	initialBackoff           retry.FullJitter's base (default 100 ms)
-//	maxBackoff               retry.FullJitter's cap (default 10 s)
-//	backoffMultiplier        2, fixed (a retry.BackoffFunc for any other shape)
+//	initialBackoff           backoff.FullJitter's base (default 100 ms)
+//	maxBackoff               backoff.FullJitter's cap (default 10 s)
+//	backoffMultiplier        2, fixed (a backoff.Func for any other shape)
 //	retryableStatusCodes     RetryableCodes, per call or per connection (default UNAVAILABLE)
 //	retryThrottling          the retry budget (retry.WithBudget; on by default)
 //
