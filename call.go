@@ -169,8 +169,8 @@ func (v Verdict) answered() bool { return v.Err == nil || !(v.Retry || v.Failing
 // Inside another retry loop (found through ctx), Run makes a single
 // attempt and returns its Err for the enclosing loop to decide, marked
 // Permanent when it must not be retried and RetryAfter when the server
-// asked for a wait. A loop it gave up on is recorded in ctx for GaveUp and
-// PushbackValue.
+// asked for a wait. A loop it gave up on is recorded in ctx for
+// pushback.Value (github.com/exactlyonce/retry/pushback).
 func (cl *Caller) Run(ctx context.Context, call *Call, attempt func(ctx context.Context, n int, hedge bool) Verdict) (Verdict, error) {
 	var r callRun
 	r.start(cl, ctx, call)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/backoff"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 var errCallFailed = errors.New("call failed")
@@ -379,13 +380,12 @@ func TestCallerRejectionsDoNotTakeATargetDown(t *testing.T) {
 
 func TestCallerGiveUpIsRecordedForPushback(t *testing.T) {
 	cl := retry.NewCaller(retry.WithClock(newAutoClock()))
-	ctx := retry.NewPushbackContext(context.Background())
-	assert.Empty(t, retry.PushbackValue(ctx))
+	ctx := pushback.NewContext(context.Background())
+	assert.Empty(t, pushback.Value(ctx))
 	_, err := cl.Run(ctx, &retry.Call{Idempotent: true}, func(context.Context, int, bool) retry.Verdict { return transient })
 	require.ErrorIs(t, err, retry.ErrAttemptsExhausted)
-	assert.Equal(t, "exhausted", retry.PushbackValue(ctx))
-	assert.ErrorIs(t, retry.GaveUp(ctx), retry.ErrAttemptsExhausted)
-	assert.Empty(t, retry.PushbackValue(context.Background()))
+	assert.Equal(t, "exhausted", pushback.Value(ctx))
+	assert.Empty(t, pushback.Value(context.Background()))
 }
 
 func TestCallerTraces(t *testing.T) {

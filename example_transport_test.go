@@ -49,32 +49,3 @@ func ExampleNewClient() {
 	// 3 attempts, succeeded
 	// reported key is the one sent: true
 }
-
-func ExamplePushbackMiddleware() {
-	// A dependency that is down.
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer down.Close()
-
-	// A service that calls it with its own retrying client.
-	client := retry.NewClient(retry.WithBackoff(backoff.Constant(time.Millisecond)))
-	svc := httptest.NewServer(retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), "GET", down.URL, nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-		}
-		http.Error(w, "dependency unavailable", http.StatusServiceUnavailable)
-	})))
-	defer svc.Close()
-
-	// Its callers learn that retrying it now would only add load.
-	resp, err := http.Get(svc.URL)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode, resp.Header.Get(retry.PushbackHeader))
-	// Output: 503 exhausted
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 // flaky is a base whose answers depend on time: fail says, for an
@@ -465,7 +466,7 @@ func TestWaitingInVainIsAGiveUp(t *testing.T) {
 		tr := retry.NewTransport(base, lonely...)
 		client := &http.Client{Transport: tr}
 		downHost(t, tr, "http://dep.test/")
-		handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler := pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 			defer cancel()
 			var report retry.Report
@@ -479,6 +480,6 @@ func TestWaitingInVainIsAGiveUp(t *testing.T) {
 		}))
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-		assert.Equal(t, "dependency-down", rec.Header().Get(retry.PushbackHeader))
+		assert.Equal(t, "dependency-down", rec.Header().Get(pushback.Header))
 	})
 }

@@ -51,7 +51,7 @@ import (
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
 //   - A Retry-Pushback header on a response means the server's own retries
-//     gave up: it is not retried (see PushbackHeader).
+//     gave up: it is not retried (see package pushback).
 //   - Every retry is charged to a retry budget (by default one NewBudget(0.1, 1, 20)
 //     per Transport), so an outage is not amplified; the retries that led to
 //     a success get their tokens back.

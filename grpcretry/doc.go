@@ -211,7 +211,7 @@
 //
 // # One layer across services
 //
-// PushbackUnary and PushbackStream are retry.PushbackMiddleware for gRPC: a
+// PushbackUnary and PushbackStream are pushback.Middleware for gRPC: a
 // service whose outgoing calls gave up answers with PushbackTrailer and
 // grpc-retry-pushback-ms: -1, which stop our client's retries and grpc-go's
 // built-in ones one layer up.

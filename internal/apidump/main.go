@@ -21,6 +21,7 @@ import (
 var packages = []struct{ dir, file string }{
 	{".", "retry.txt"},
 	{"backoff", "backoff.txt"},
+	{"pushback", "pushback.txt"},
 	{"idempotency", "idempotency.txt"},
 	{"idempotency/storetest", "storetest.txt"},
 	{"idempotency/pgstore", "pgstore.txt"},
