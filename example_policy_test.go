@@ -98,7 +98,7 @@ func ExampleWithBudget() {
 	budget := retry.NewBudget(0.1, 0, 2) // two retries to spend, no floor
 	op := func(context.Context) error { return errors.New("down") }
 	opts := []retry.Option{retry.WithBudget(budget), retry.WithBackoff(backoff.Constant(0)),
-		retry.WithRideThrough(retry.RideThrough{Off: true})}
+		retry.WithoutRideThrough()}
 	for range 3 {
 		retry.Do(context.Background(), op, opts...)
 	}

@@ -194,7 +194,7 @@ func TestBriefCutsCostNoMoreThanRidingThroughOff(t *testing.T) {
 		return took, st
 	}
 	on, st := run(t)
-	off, _ := run(t, retry.WithRideThrough(retry.RideThrough{Off: true}))
+	off, _ := run(t, retry.WithoutRideThrough())
 	t.Logf("1,000 calls: %v riding through, %v with it off; %+v", on, off, st)
 	assert.Zero(t, st.Outages, "brief cuts never take the host down")
 	assert.LessOrEqual(t, on.Seconds(), 1.2*off.Seconds())

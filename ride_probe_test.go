@@ -133,7 +133,7 @@ func TestBurstsOfFailuresCostNoMoreThanRidingThroughOff(t *testing.T) {
 		took, st := run(t)
 		on += took
 		outages += st.Outages
-		took, _ = run(t, retry.WithRideThrough(retry.RideThrough{Off: true}))
+		took, _ = run(t, retry.WithoutRideThrough())
 		off += took
 	}
 	t.Logf("5 x 2,000 calls: %v riding through (%d outages), %v with it off", on, outages, off)

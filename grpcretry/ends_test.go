@@ -103,7 +103,7 @@ func TestACallCancelledInItsBackoffIsCanceled(t *testing.T) {
 // the last attempt's status and retry.ErrBudgetDenied.
 func TestABudgetDeniedCallKeepsTheLastStatus(t *testing.T) {
 	a := &attempts{script: failFirst(1_000_000, unavailable)}
-	retrying := grpcretry.NewClient(fast, retry.WithBudget(retry.NewBudget(0.1, 0, 1)), retry.WithRideThrough(retry.RideThrough{Off: true}))
+	retrying := grpcretry.NewClient(fast, retry.WithBudget(retry.NewBudget(0.1, 0, 1)), retry.WithoutRideThrough())
 	client := dial(t, servePayments(t, true, &payments{}, a), retrying)
 	var err error
 	for range 3 {

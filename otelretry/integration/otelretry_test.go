@@ -212,7 +212,7 @@ func TestBudgetDenial(t *testing.T) {
 	h := newHarness()
 	srv := scripted(t, []int{503}, nil)
 	budget := retry.NewBudget(0, 0, 1)
-	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBudget(budget), retry.WithRideThrough(retry.RideThrough{Off: true}),
+	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBudget(budget), retry.WithoutRideThrough(),
 		retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	defer tr.CloseIdleConnections()
 	unregister, err := h.tel.ObserveBudget("dependency", budget)
