@@ -40,7 +40,7 @@ func TestMaxRetryAfterZeroStopsOnRetryAfterZero(t *testing.T) {
 }
 
 // A Retry-After over the cap has a reason of its own, told apart from the
-// Retry-Pushback header, and passed on by PushbackMiddleware.
+// Retry-Pushback header, and passed on by pushback.Middleware.
 func TestRetryAfterOverTheCapIsNotPushback(t *testing.T) {
 	srv := newScriptServer(t, 503)
 	srv.headers[0] = http.Header{"Retry-After": {"3600"}}

@@ -173,7 +173,7 @@ func TestPushbackMiddlewareMarksA5xxAfterAGiveUp(t *testing.T) {
 
 // chain starts a service that always answers 503 and layers services in
 // front of it, each calling the next through its own Transport inside
-// PushbackMiddleware. It returns the top URL, the innermost request count and
+// pushback.Middleware. It returns the top URL, the innermost request count and
 // a function that stops everything.
 func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 	innermost := &atomic.Int64{}
