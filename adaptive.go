@@ -17,7 +17,7 @@ type AdaptiveTimeout struct {
 	Multiplier float64
 	// Floor is the shortest timeout (default 50 ms).
 	Floor time.Duration
-	// Ceiling is the longest timeout (default DefaultAttemptTimeout).
+	// Ceiling is the longest timeout (default 30 s).
 	Ceiling time.Duration
 	// Initial is the timeout before MinSamples are known (default 10 s).
 	Initial time.Duration
@@ -71,7 +71,7 @@ func WithAdaptiveTimeout(a AdaptiveTimeout) Option {
 		a.Floor = 50 * time.Millisecond
 	}
 	if a.Ceiling <= 0 {
-		a.Ceiling = DefaultAttemptTimeout
+		a.Ceiling = defaultAttemptTimeout
 	}
 	if a.Ceiling < a.Floor {
 		a.Ceiling = a.Floor

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 func TestAdaptiveTimeoutAbandonsAHangingAttemptNearTheLearnedTimeout(t *testing.T) {
@@ -109,7 +110,7 @@ func TestHedgedGetReturnsTheFasterAnswerAndCancelsTheSlowOne(t *testing.T) {
 		w.Write([]byte("fast"))
 	}))
 	defer srv.Close()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()), retry.WithHedging(retry.Hedging{}), retry.WithBudget(budget))
 	var rep retry.Report
 	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
@@ -155,9 +156,9 @@ func TestHedgesAndRetriesStayWithinTheBudgetDuringAnOutage(t *testing.T) {
 		<-r.Context().Done() // a total outage: nothing ever answers
 	}))
 	defer srv.Close()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	client, tr := newClient(t, retry.WithBudget(budget), retry.WithAttemptTimeout(10*time.Millisecond),
-		retry.WithHedging(retry.Hedging{MinDelay: 2 * time.Millisecond}), retry.WithBackoff(retry.Constant(0)),
+		retry.WithHedging(retry.Hedging{MinDelay: 2 * time.Millisecond}), retry.WithBackoff(backoff.Constant(0)),
 		noRideThrough)
 	start := time.Now()
 	const requests = 40

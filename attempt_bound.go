@@ -23,7 +23,7 @@ type attemptBound struct {
 
 // boundFor is the time the next attempt may wait for its answer: the
 // learned timeout with WithAdaptiveTimeout (from est), else
-// WithAttemptTimeout's, else DefaultAttemptTimeout when nothing else bounds
+// WithAttemptTimeout's, else defaultAttemptTimeout (30 s) when nothing else bounds
 // the attempt (no deadline, and a base that does not bound itself); never
 // beyond the deadline, and none when a deadline bounds the attempt and no
 // other attempt could follow it (see worthCutting): left is how many sends
@@ -36,7 +36,7 @@ func (c *config) boundFor(est *latencyEstimate, deadline time.Time, bounded bool
 	case c.attemptTimeout > 0:
 		d = c.attemptTimeout
 	case deadline.IsZero() && !bounded:
-		d = DefaultAttemptTimeout
+		d = defaultAttemptTimeout
 	default:
 		return 0
 	}

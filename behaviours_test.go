@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // scripted is a handler that answers with the statuses of script in turn
@@ -89,7 +90,7 @@ func eachBase(t *testing.T, script []int, behaviour func(t *testing.T, base http
 func TestEveryBaseHonoursRetryAfterAsAFloor(t *testing.T) {
 	eachBase(t, []int{503, 200}, func(t *testing.T, base http.RoundTripper, s *scripted) {
 		s.headers[0] = http.Header{"Retry-After": {"2"}}
-		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBackoff(retry.Constant(time.Millisecond)))}
+		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBackoff(backoff.Constant(time.Millisecond)))}
 		resp, err := client.Get("http://pipe.test/")
 		require.NoError(t, err)
 		readAll(t, resp)
@@ -149,7 +150,7 @@ func TestEveryBaseMakesOneAttemptInsideDo(t *testing.T) {
 
 func TestEveryBaseKeepsTheBudgetBoundInAnOutage(t *testing.T) {
 	eachBase(t, []int{503}, func(t *testing.T, base http.RoundTripper, s *scripted) {
-		budget := retry.DefaultBudget()
+		budget := retry.NewBudget(0.1, 1, 20)
 		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget), noRideThrough)}
 		start := time.Now()
 		const requests = 200

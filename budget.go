@@ -76,7 +76,7 @@ const budgetMaxStripes = 64
 //
 // Bad arguments are clamped, never a panic:
 //
-//   - capacity (DefaultBudgetCapacity for DefaultBudget): NaN and
+//   - capacity (20 in a Transport's own budget): NaN and
 //     values below minBudgetCapacity become minBudgetCapacity; values above
 //     maxBudgetCapacity, +Inf included, become maxBudgetCapacity.
 //   - ratio: NaN and negative values become 0 (only the initial tokens and
@@ -93,8 +93,8 @@ const budgetMaxStripes = 64
 // A nil *Budget is valid and unlimited: AllowRetry reports true, Succeeded
 // and Requested do nothing and Stats returns the zero value. The zero Budget
 // is valid too, but, like the zero rate.Limiter, it rejects every retry: its
-// capacity is 0 and it has no floor; make budgets with NewBudget or
-// DefaultBudget. A Budget must not be copied after first use.
+// capacity is 0 and it has no floor; make budgets with NewBudget. A Budget
+// must not be copied after first use.
 //
 // A Budget is safe for concurrent use and can be shared by many Transports
 // and Do calls. Nothing allocates. Succeeded, Requested, and AllowRetry
@@ -134,6 +134,33 @@ type budgetStripe struct {
 // ratio tokens per success, spends one per retry, and allows floorPerSecond
 // retries per second when it is empty. See Budget for the exact bound and
 // the clamps.
+//
+// NewBudget(0.1, 1, 20) is the budget every Transport, Caller and grpcretry
+// client makes for itself unless WithBudget gives one: retries held to 10% of
+// successful traffic (the SRE book's per-client figure), 1 retry per second
+// when empty, 20 tokens to start. Make one of these to share among the
+// callers of one dependency. With them, healthy traffic has every transient
+// failure retried and a total outage costs at most 1.10 attempts per
+// logical request:
+//
+//   - Healthy traffic. A logical request that succeeds earns 0.1 token and
+//     each retry spends 1, so on average the bucket refills as long as there
+//     are fewer than 0.1 retries per success: a failure rate f of attempts
+//     with f/(1-f) < 0.1, up to about 9%. At 5% random failures the bucket
+//     drifts back to full after every failure; what can empty it is a
+//     cluster of failures, and the capacity is sized for those. With 10
+//     tokens, random clusters at 5% still empty the bucket about once per
+//     250,000 failures (then the floor usually, not always, covers the
+//     retry); with 20, simulations of 160 million requests (8 million
+//     failures) never went below 9 tokens nor used the floor.
+//   - Total outage. No request succeeds, so the bucket allows its 20 tokens,
+//     then the floor allows 1 retry when the bucket runs dry and 1 per second
+//     after that. N requests over T seconds cost at most N + 21 + T attempts,
+//     which is at most 1.10 N as long as N >= 10 (21 + T): 2,000 requests
+//     may take up to 179 seconds. In other words the 10% bound holds once
+//     outage traffic exceeds about 10 requests per second; below that the
+//     floor dominates, which is its purpose (a slow client still probes a
+//     server that may have recovered).
 func NewBudget(ratio, floorPerSecond, capacity float64) *Budget {
 	fixedCapacity := budgetFixed(budgetClamp(capacity, minBudgetCapacity, maxBudgetCapacity, minBudgetCapacity))
 	r := budgetFixed(budgetClamp(ratio, 0, maxBudgetCapacity, 0))
@@ -156,30 +183,10 @@ func NewBudget(ratio, floorPerSecond, capacity float64) *Budget {
 	return b
 }
 
-// DefaultBudget returns a new, full budget with the defaults:
-// DefaultBudgetRatio, DefaultBudgetFloor and DefaultBudgetCapacity. With them, healthy traffic has every transient failure retried and a total
-// outage costs at most 1.10 attempts per logical request:
-//
-//   - Healthy traffic. A logical request that succeeds earns 0.1 token and
-//     each retry spends 1, so on average the bucket refills as long as there
-//     are fewer than 0.1 retries per success: a failure rate f of attempts
-//     with f/(1-f) < 0.1, up to about 9%. At 5% random failures the bucket
-//     drifts back to full after every failure; what can empty it is a
-//     cluster of failures, and the capacity is sized for those. With 10
-//     tokens, random clusters at 5% still empty the bucket about once per
-//     250,000 failures (then the floor usually, not always, covers the
-//     retry); with 20, simulations of 160 million requests (8 million
-//     failures) never went below 9 tokens nor used the floor.
-//   - Total outage. No request succeeds, so the bucket allows its 20 tokens,
-//     then the floor allows 1 retry when the bucket runs dry and 1 per second
-//     after that. N requests over T seconds cost at most N + 21 + T attempts,
-//     which is at most 1.10 N as long as N >= 10 (21 + T): 2,000 requests
-//     may take up to 179 seconds. In other words the 10% bound holds once
-//     outage traffic exceeds about 10 requests per second; below that the
-//     floor dominates, which is its purpose (a slow client still probes a
-//     server that may have recovered).
-func DefaultBudget() *Budget {
-	return NewBudget(DefaultBudgetRatio, DefaultBudgetFloor, DefaultBudgetCapacity)
+// newDefaultBudget returns NewBudget(0.1, 1, 20), the budget a Transport
+// or a Caller makes for itself.
+func newDefaultBudget() *Budget {
+	return NewBudget(defaultBudgetRatio, defaultBudgetFloor, defaultBudgetCapacity)
 }
 
 // budgetClamp returns v within [lo, hi], and ifNaN for NaN.

@@ -22,7 +22,7 @@ func BenchmarkBudget(b *testing.B) {
 		{
 			// Healthy traffic: the bucket is full, Succeeded only reads it.
 			name:      "Succeeded",
-			newBudget: retry.DefaultBudget,
+			newBudget: retry.NewDefaultBudget,
 			op:        func(bu *retry.Budget, _ int) { bu.Succeeded() },
 		},
 		{
@@ -37,7 +37,7 @@ func BenchmarkBudget(b *testing.B) {
 			// One retry, then the ten successes that pay it back: every call
 			// writes the token count.
 			name:      "Mixed",
-			newBudget: retry.DefaultBudget,
+			newBudget: retry.NewDefaultBudget,
 			op: func(bu *retry.Budget, i int) {
 				if i%11 == 0 {
 					bu.AllowRetry(now)

@@ -62,7 +62,7 @@ func TestAdaptiveTimeoutHugeMultiplierGivesTheCeiling(t *testing.T) {
 	for _, m := range []float64{1e300, posInf()} {
 		var c config
 		WithAdaptiveTimeout(AdaptiveTimeout{Multiplier: m, MinSamples: 1}).apply(&c)
-		assert.Equal(t, DefaultAttemptTimeout, c.adaptive.attemptTimeoutFor(e), "multiplier %v", m)
+		assert.Equal(t, defaultAttemptTimeout, c.adaptive.attemptTimeoutFor(e), "multiplier %v", m)
 	}
 }
 

@@ -224,7 +224,7 @@ func TestBudgetHealthyTrafficRetriesEveryFailure(t *testing.T) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel()
 			const requests = 100_000
-			b := retry.DefaultBudget()
+			b := retry.NewBudget(0.1, 1, 20)
 			rng := rand.New(rand.NewPCG(seed, 5))
 			now := budgetEpoch
 			var failures, denied int
@@ -264,7 +264,7 @@ func TestBudgetConcurrentOutageKeepsBound(t *testing.T) {
 		maxRetries = 3
 		step       = 2 * time.Millisecond // 2,000 requests over 4 seconds
 	)
-	b := retry.DefaultBudget()
+	b := retry.NewBudget(0.1, 1, 20)
 	var (
 		wg            sync.WaitGroup
 		mu            sync.Mutex
@@ -520,7 +520,7 @@ func TestBudgetStatsCountersExact(t *testing.T) {
 func TestDefaultBudget(t *testing.T) {
 	t.Parallel()
 	const capacity = retry.DefaultBudgetCapacity
-	a, b := retry.DefaultBudget(), retry.DefaultBudget()
+	a, b := retry.NewDefaultBudget(), retry.NewDefaultBudget()
 	require.NotSame(t, a, b)
 	assert.Equal(t, retry.BudgetStats{Tokens: capacity, Capacity: capacity}, a.Stats())
 	for range int(capacity) {

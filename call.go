@@ -9,7 +9,7 @@ import (
 // Transport and Do, so that every protocol gets the same policy from the
 // same Options: backoff, attempts, the total deadline, attempt timeouts
 // (fixed or adaptive, learned per target), the retry budget (a
-// DefaultBudget of the Caller's own unless WithBudget), riding through
+// NewBudget(0.1, 1, 20) of the Caller's own unless WithBudget), riding through
 // outages per target, hedging, one layer, Trace and Report. Module
 // github.com/exactlyonce/retry/grpcretry builds its gRPC interceptors on
 // it; an application has no need of it otherwise.
@@ -24,14 +24,14 @@ type Caller struct {
 }
 
 // NewCaller returns a Caller with the policy given by opts. Unless
-// WithBudget is given, it has a budget of its own, DefaultBudget().
+// WithBudget is given, it has a budget of its own, NewBudget(0.1, 1, 20).
 // WithClassifier, and the options of HTTP bodies and status codes
 // (WithBodyBufferLimit, WithRetryStatuses), do not apply: the protocol
 // classifies its own answers.
 func NewCaller(opts ...Option) *Caller {
 	c := newConfig(opts)
 	if !c.budgetSet {
-		c.budget = DefaultBudget()
+		c.budget = newDefaultBudget()
 	}
 	cl := &Caller{cfg: c}
 	if c.adaptive.measures() {
@@ -169,8 +169,8 @@ func (v Verdict) answered() bool { return v.Err == nil || !(v.Retry || v.Failing
 // Inside another retry loop (found through ctx), Run makes a single
 // attempt and returns its Err for the enclosing loop to decide, marked
 // Permanent when it must not be retried and RetryAfter when the server
-// asked for a wait. A loop it gave up on is recorded in ctx for GaveUp and
-// PushbackValue.
+// asked for a wait. A loop it gave up on is recorded in ctx for
+// pushback.Value (github.com/exactlyonce/retry/pushback).
 func (cl *Caller) Run(ctx context.Context, call *Call, attempt func(ctx context.Context, n int, hedge bool) Verdict) (Verdict, error) {
 	var r callRun
 	r.start(cl, ctx, call)

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 var errCallFailed = errors.New("call failed")
@@ -134,7 +136,7 @@ func TestCallerVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newAutoClock()
-			cl := retry.NewCaller(append([]retry.Option{retry.WithClock(clk), retry.WithBackoff(retry.Constant(0))}, tc.opts...)...)
+			cl := retry.NewCaller(append([]retry.Option{retry.WithClock(clk), retry.WithBackoff(backoff.Constant(0))}, tc.opts...)...)
 			call := &retry.Call{Target: "t"}
 			attempt, keys := script(call, tc.verdicts...)
 			_, err := cl.Run(context.Background(), call, attempt)
@@ -378,13 +380,12 @@ func TestCallerRejectionsDoNotTakeATargetDown(t *testing.T) {
 
 func TestCallerGiveUpIsRecordedForPushback(t *testing.T) {
 	cl := retry.NewCaller(retry.WithClock(newAutoClock()))
-	ctx := retry.NewPushbackContext(context.Background())
-	assert.Empty(t, retry.PushbackValue(ctx))
+	ctx := pushback.NewContext(context.Background())
+	assert.Empty(t, pushback.Value(ctx))
 	_, err := cl.Run(ctx, &retry.Call{Idempotent: true}, func(context.Context, int, bool) retry.Verdict { return transient })
 	require.ErrorIs(t, err, retry.ErrAttemptsExhausted)
-	assert.Equal(t, "exhausted", retry.PushbackValue(ctx))
-	assert.ErrorIs(t, retry.GaveUp(ctx), retry.ErrAttemptsExhausted)
-	assert.Empty(t, retry.PushbackValue(context.Background()))
+	assert.Equal(t, "exhausted", pushback.Value(ctx))
+	assert.Empty(t, pushback.Value(context.Background()))
 }
 
 func TestCallerTraces(t *testing.T) {

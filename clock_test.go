@@ -75,4 +75,4 @@ func onRetry(fn func(retry.Attempt)) retry.Option {
 }
 
 // noRideThrough turns riding through outages off.
-var noRideThrough = retry.WithRideThrough(retry.RideThrough{Off: true})
+var noRideThrough = retry.WithoutRideThrough()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // conflictServer answers every request with 409 and body, and with the
@@ -83,13 +84,13 @@ func TestWaitsForAnEarlierCopyGrow(t *testing.T) {
 		base := bases(t, conflictServer(http.Header{"Retry-After": {"0"}}, "in progress", &n))["net/http"]
 		var mu sync.Mutex
 		var asked []int
-		backoff := retry.BackoffFunc(func(retry int, _ time.Duration, _ float64) time.Duration {
+		bo := backoff.Func(func(retry int, _ time.Duration, _ float64) time.Duration {
 			mu.Lock()
 			asked = append(asked, retry)
 			mu.Unlock()
 			return 100 * time.Millisecond << (retry - 1)
 		})
-		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBackoff(backoff),
+		client := &http.Client{Transport: retry.NewTransport(base, retry.WithBackoff(bo),
 			retry.WithTotalTimeout(10*time.Second))}
 		resp, err := client.Post("http://api.test/charges", "text/plain", strings.NewReader("x"))
 		require.NoError(t, err)

@@ -48,30 +48,31 @@
 //
 // # Policy and defaults
 //
-//   - Attempts: DefaultMaxAttempts (4 in all), WithMaxAttempts.
-//   - Backoff: full jitter from DefaultBackoffBase (100 ms), capped at
-//     DefaultBackoffCap (10 s); WithBackoff, and Constant, EqualJitter,
-//     DecorrelatedJitter.
-//   - Deadline: the context's, or WithTotalTimeout's, whichever is sooner;
-//     no wait ever ends past it. WithAttemptTimeout bounds each attempt
-//     that another can follow (else it runs to the deadline); a
-//     Transport bounds an attempt that nothing else bounds with
-//     DefaultAttemptTimeout (30 s), and WithAdaptiveTimeout learns a bound
-//     from each host's latency. WithHedging sends a second copy of a slow
-//     request.
-//   - Budget: every Transport has a DefaultBudget (retries held to 10% of
-//     successful traffic, 20 tokens to start, 1 retry/s when empty); Do
-//     uses one only WithBudget. Share one Budget among the callers of one
-//     dependency.
-//   - Riding through outages (RideThrough, on): a dependency that keeps
-//     failing is waited for, within each request's deadline, instead of
-//     being hammered, and requests are let go by what it shows it can take
-//     when it answers again (a window that grows with each success, as
-//     TCP's slow start); a wait in vain hands back the last response; an
-//     outage longer than MaxWait fails requests at once.
+//   - Attempts: 4 in all (1 + 3 retries); WithMaxAttempts.
+//   - Backoff: full jitter from 100 ms, capped at 10 s; WithBackoff, with
+//     the backoffs of package github.com/exactlyonce/retry/backoff.
+//   - Deadline: the context's, or WithTotalTimeout's, whichever is sooner
+//     (none by default); no wait ever ends past it. WithAttemptTimeout
+//     bounds each attempt that another can follow (else it runs to the
+//     deadline); a Transport bounds an attempt that nothing else bounds to
+//     30 s for its response's headers, and WithAdaptiveTimeout learns a
+//     bound from each host's latency. WithHedging sends a second copy of a
+//     slow request.
+//   - Budget: every Transport has a budget of its own, NewBudget(0.1, 1,
+//     20): retries held to 10% of successful traffic, 20 tokens to start,
+//     1 retry/s when empty; Do uses one only WithBudget. Share one Budget
+//     among the callers of one dependency.
+//   - Riding through outages (on; WithRideThrough, WithoutRideThrough): a
+//     dependency that keeps failing is waited for, within each request's
+//     deadline (10 s without one), instead of being hammered, and requests
+//     are let go by what it shows it can take when it answers again (a
+//     window that grows with each success, as TCP's slow start); a wait in
+//     vain hands back the last response; an outage longer than 10 s fails
+//     requests at once.
 //   - One layer: a loop inside another loop (found through the context)
-//     makes a single attempt; PushbackMiddleware and the Retry-Pushback
-//     header stop retries across services.
+//     makes a single attempt; package
+//     github.com/exactlyonce/retry/pushback's Middleware and the
+//     Retry-Pushback header stop retries across services.
 //   - Observing: WithLogger (log/slog), WithTrace (hooks, for tracing and
 //     metrics; module otelretry fills them for OpenTelemetry), WithReport,
 //     Budget.Stats and Transport.Dependencies.
@@ -80,8 +81,8 @@
 //
 // A Caller runs the calls of another protocol on the same loop, from the
 // same Options: module github.com/exactlyonce/retry/grpcretry builds its
-// gRPC client interceptors on it, and its server interceptors on
-// NewPushbackContext and package idempotency.
+// gRPC client interceptors on it, and its server interceptors on package
+// pushback and package idempotency.
 //
 // The server half, which turns a repeated request into a replay of the first
 // outcome, is package github.com/exactlyonce/retry/idempotency.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // lateClock is a mock clock on which time can pass without its timers
@@ -72,7 +73,7 @@ func TestABodyIsNotTakenAsStalledWhileTheMachineIsBusy(t *testing.T) {
 			return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: 4096,
 				Body: readCounter{pr, &read}, Request: r}, nil
 		})
-		tr := retry.NewTransport(base, retry.WithClock(clk), retry.WithBackoff(retry.Constant(10*time.Millisecond)))
+		tr := retry.NewTransport(base, retry.WithClock(clk), retry.WithBackoff(backoff.Constant(10*time.Millisecond)))
 		done := make(chan error, 1)
 		go func() {
 			resp, err := (&http.Client{Transport: tr}).Do(mustRequest(context.Background(), "http://dep.test/"))

@@ -31,7 +31,8 @@ var (
 	// shown it honours, see WithKeysHonoured) and may have reached the
 	// server, so repeating it could repeat its effect.
 	ErrNotIdempotent = errors.New("retry: request may have been processed and is not idempotent")
-	// ErrPushback: the server said not to retry at all: PushbackHeader, or
+	// ErrPushback: the server said not to retry at all: a Retry-Pushback
+	// header (see package github.com/exactlyonce/retry/pushback), or
 	// x-should-retry or Stripe-Should-Retry set to false.
 	ErrPushback = errors.New("retry: server pushback")
 	// ErrRetryAfterTooLong: the server asked for a wait (Retry-After, or a
@@ -121,7 +122,7 @@ func loopContextErr(ctx context.Context, clk clock.Clock, deadline time.Time) er
 
 // AttemptTimeoutError is the error of an HTTP attempt that got no response
 // within its attempt timeout (WithAttemptTimeout, WithAdaptiveTimeout or
-// DefaultAttemptTimeout). It is transient, and errors.Is finds
+// the 30 s a Transport gives an attempt nothing else bounds). It is transient, and errors.Is finds
 // context.DeadlineExceeded in it, never context.Canceled: nobody cancelled
 // the request, its time ran out.
 type AttemptTimeoutError struct {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // A transport of one's own keeps its settings; the retry Transport goes
@@ -44,7 +45,7 @@ func ExampleNewContext() {
 	}))
 	defer srv.Close()
 
-	client := retry.NewClient(retry.WithBackoff(retry.Constant(time.Millisecond)))
+	client := retry.NewClient(retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	ctx := retry.NewContext(context.Background(), retry.WithoutRetries())
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader("send the email"))
 	resp, err := client.Do(req)
@@ -96,8 +97,8 @@ func ExampleRetryAfter() {
 func ExampleWithBudget() {
 	budget := retry.NewBudget(0.1, 0, 2) // two retries to spend, no floor
 	op := func(context.Context) error { return errors.New("down") }
-	opts := []retry.Option{retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)),
-		retry.WithRideThrough(retry.RideThrough{Off: true})}
+	opts := []retry.Option{retry.WithBudget(budget), retry.WithBackoff(backoff.Constant(0)),
+		retry.WithoutRideThrough()}
 	for range 3 {
 		retry.Do(context.Background(), op, opts...)
 	}
@@ -117,7 +118,7 @@ func ExampleWithReport() {
 			return errors.New("flaky")
 		}
 		return nil
-	}, retry.WithReport(&report), retry.WithBackoff(retry.Constant(0)))
+	}, retry.WithReport(&report), retry.WithBackoff(backoff.Constant(0)))
 	fmt.Println(err, report)
 	// Output: <nil> 3 attempts, succeeded
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 func ExampleDo() {
@@ -17,7 +18,7 @@ func ExampleDo() {
 			return errors.New("temporarily unavailable")
 		}
 		return nil
-	}, retry.WithBackoff(retry.Constant(time.Millisecond)))
+	}, retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	fmt.Println(calls, err)
 	// Output: 3 <nil>
 }
@@ -30,7 +31,7 @@ func ExampleDoValue() {
 			return 0, errors.New("connection reset")
 		}
 		return 42, nil
-	}, retry.WithBackoff(retry.Constant(time.Millisecond)))
+	}, retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	fmt.Println(balance, err)
 	// Output: 42 <nil>
 }
@@ -38,7 +39,7 @@ func ExampleDoValue() {
 func ExampleError() {
 	err := retry.Do(context.Background(), func(ctx context.Context) error {
 		return errors.New("still down")
-	}, retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	}, retry.WithMaxAttempts(3), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 
 	var re *retry.Error
 	if errors.As(err, &re) {
@@ -66,7 +67,7 @@ func ExampleWithTotalTimeout() {
 	start := time.Now()
 	err := retry.Do(context.Background(), func(ctx context.Context) error {
 		return errors.New("unavailable")
-	}, retry.WithTotalTimeout(300*time.Millisecond), retry.WithBackoff(retry.Constant(time.Second)))
+	}, retry.WithTotalTimeout(300*time.Millisecond), retry.WithBackoff(backoff.Constant(time.Second)))
 	// The next wait would end past the deadline, so Do returns at once.
 	fmt.Println(errors.Is(err, retry.ErrDeadline), time.Since(start) < 300*time.Millisecond)
 	// Output: true true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 func ExampleNewClient() {
@@ -29,7 +30,7 @@ func ExampleNewClient() {
 	}))
 	defer srv.Close()
 
-	client := retry.NewClient(retry.WithTotalTimeout(5*time.Second), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	client := retry.NewClient(retry.WithTotalTimeout(5*time.Second), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	var report retry.Report
 	ctx := retry.NewContext(context.Background(), retry.WithReport(&report))
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{"amount":100}`))
@@ -47,33 +48,4 @@ func ExampleNewClient() {
 	// 200 charged once, key present: true
 	// 3 attempts, succeeded
 	// reported key is the one sent: true
-}
-
-func ExamplePushbackMiddleware() {
-	// A dependency that is down.
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer down.Close()
-
-	// A service that calls it with its own retrying client.
-	client := retry.NewClient(retry.WithBackoff(retry.Constant(time.Millisecond)))
-	svc := httptest.NewServer(retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), "GET", down.URL, nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-		}
-		http.Error(w, "dependency unavailable", http.StatusServiceUnavailable)
-	})))
-	defer svc.Close()
-
-	// Its callers learn that retrying it now would only add load.
-	resp, err := http.Get(svc.URL)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode, resp.Header.Get(retry.PushbackHeader))
-	// Output: 503 exhausted
 }

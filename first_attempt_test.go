@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 // scriptedBase answers in memory with the statuses in script (the last one
@@ -47,7 +48,7 @@ func (s *scriptedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestFirstAttemptSendsTheCallersRequestAndReports(t *testing.T) {
 	base := &scriptedBase{script: []int{200}}
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	client := &http.Client{Transport: retry.NewTransport(base, retry.WithBudget(budget))}
 	var rep retry.Report
 	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", "http://mem.test/", nil)
@@ -303,7 +304,7 @@ func TestFirstAttemptInsidePushbackMiddlewareStillReportsAGiveUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := &scriptedBase{script: tc.script}
 			client := &http.Client{Transport: retry.NewTransport(base, retry.WithClock(newAutoClock()), retry.WithMaxAttempts(2))}
-			handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handler := pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				ctx, cancel := context.WithTimeout(r.Context(), time.Hour) // a deadline: no timer of the Transport's
 				defer cancel()
 				out, _ := http.NewRequestWithContext(ctx, "GET", "http://dependency.test/", nil)
@@ -318,7 +319,7 @@ func TestFirstAttemptInsidePushbackMiddlewareStillReportsAGiveUp(t *testing.T) {
 			rec := httptest.NewRecorder()
 			handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 			assert.Equal(t, tc.script[0], rec.Code)
-			assert.Equal(t, tc.pushback, rec.Header().Get(retry.PushbackHeader))
+			assert.Equal(t, tc.pushback, rec.Header().Get(pushback.Header))
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // gateOf returns what the Caller knows of target.
@@ -40,7 +41,7 @@ var (
 // down.
 func TestCallerPendingAnswersKeepATargetUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithBackoff(retry.Constant(time.Millisecond)))
+		cl := retry.NewCaller(retry.WithBackoff(backoff.Constant(time.Millisecond)))
 		answers := 0
 		_, err := cl.Run(context.Background(), &retry.Call{Target: "t", Key: "k"}, func(context.Context, int, bool) retry.Verdict {
 			if answers++; answers <= 20 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 // WithMaxRetryAfter(0) means any requested wait stops the loop, zero
@@ -39,12 +40,12 @@ func TestMaxRetryAfterZeroStopsOnRetryAfterZero(t *testing.T) {
 }
 
 // A Retry-After over the cap has a reason of its own, told apart from the
-// Retry-Pushback header, and passed on by PushbackMiddleware.
+// Retry-Pushback header, and passed on by pushback.Middleware.
 func TestRetryAfterOverTheCapIsNotPushback(t *testing.T) {
 	srv := newScriptServer(t, 503)
 	srv.headers[0] = http.Header{"Retry-After": {"3600"}}
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
-	handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var rep retry.Report
 		out, _ := http.NewRequestWithContext(retry.NewContext(r.Context(), retry.WithReport(&rep)), "GET", srv.URL, nil)
 		resp, err := client.Do(out)
@@ -56,7 +57,7 @@ func TestRetryAfterOverTheCapIsNotPushback(t *testing.T) {
 	}))
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	assert.Equal(t, "retry-after", rec.Header().Get(retry.PushbackHeader))
+	assert.Equal(t, "retry-after", rec.Header().Get(pushback.Header))
 }
 
 // The Transport counts its logical requests in its budget's statistics.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -122,7 +123,7 @@ func (w *firstWave) run(t *testing.T, base http.RoundTripper, opts ...retry.Opti
 		}
 		return resp, err
 	})
-	tr := retry.NewTransport(seeing, append([]retry.Option{retry.WithBackoff(retry.Constant(time.Millisecond))}, opts...)...)
+	tr := retry.NewTransport(seeing, append([]retry.Option{retry.WithBackoff(backoff.Constant(time.Millisecond))}, opts...)...)
 	client := &http.Client{Transport: tr}
 	errs := make([]error, w.n)
 	start := time.Now()
@@ -254,7 +255,7 @@ func TestTheWaitForKeyEvidenceIsBounded(t *testing.T) {
 				if c.total > 0 {
 					opts = append(opts, retry.WithTotalTimeout(c.total))
 				}
-				tr := retry.NewTransport(base, append(opts, retry.WithBackoff(retry.Constant(0)))...)
+				tr := retry.NewTransport(base, append(opts, retry.WithBackoff(backoff.Constant(0)))...)
 				client := &http.Client{Transport: tr}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -84,7 +85,7 @@ func TestAServerThatIgnoresKeysGetsNoDuplicate(t *testing.T) {
 	for name, fault := range faults {
 		t.Run(name, func(t *testing.T) {
 			srv := newEffectServer(t, fault)
-			client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(retry.Constant(time.Millisecond)))
+			client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 			post := func(t *testing.T, body string, prepare func(*http.Request)) {
 				t.Helper()
 				var rd io.Reader
@@ -157,7 +158,7 @@ func chargeServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 // its effect is retried, and its retry gets the stored outcome.
 func TestOurMiddlewareShowsItHonoursKeys(t *testing.T) {
 	srv, charges := chargeServer(t)
-	client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	resp, err := client.Post(srv.URL+"/calm", "text/plain", strings.NewReader("first"))
 	require.NoError(t, err)
 	assert.Equal(t, "charged", readAll(t, resp))
@@ -178,7 +179,7 @@ func TestOurMiddlewareShowsItHonoursKeys(t *testing.T) {
 // yet that the host honours keys. WithKeysHonoured says so from the start.
 func TestWithKeysHonouredTrustsTheHostsItNames(t *testing.T) {
 	srv, charges := chargeServer(t)
-	client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	_, err := client.Post(srv.URL+"/flaky", "text/plain", strings.NewReader("charge"))
 	assert.ErrorIs(t, err, retry.ErrNotIdempotent)
 	assert.Equal(t, int64(1), charges.Load())
@@ -191,7 +192,7 @@ func TestWithKeysHonouredTrustsTheHostsItNames(t *testing.T) {
 			name, _, _ := net.SplitHostPort(host)
 			opt = retry.WithKeysHonoured(name) // every port
 		}
-		client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(retry.Constant(time.Millisecond)),
+		client, _ := newClient(t, retry.WithTotalTimeout(10*time.Second), retry.WithBackoff(backoff.Constant(time.Millisecond)),
 			retry.WithKeysHonoured("other.test"), opt)
 		resp, err := client.Post(srv.URL+"/flaky", "text/plain", strings.NewReader("charge"))
 		require.NoError(t, err, named)
@@ -219,7 +220,7 @@ func TestKeyEvidenceIsPerHost(t *testing.T) {
 		return &http.Response{StatusCode: 201, Header: h, Body: http.NoBody, Request: r}, nil
 	})
 	var attempts atomic.Int32
-	tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(time.Millisecond)), onAttempt(func(retry.Attempt) { attempts.Add(1) }))
+	tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(time.Millisecond)), onAttempt(func(retry.Attempt) { attempts.Add(1) }))
 	client := &http.Client{Transport: tr}
 	for _, host := range []string{"echoes.test", "ignores.test"} {
 		resp, err := client.Post("http://"+host+"/", "text/plain", strings.NewReader("x"))

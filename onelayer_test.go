@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 // floorBound is the budget's promise under a total outage: the capacity, one
@@ -29,7 +31,7 @@ func floorBound(capacity, floor float64, elapsed time.Duration) uint64 {
 
 func TestSharedBudgetBoundsRetriesDuringAnOutage(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	calls := 0
 	const requests = 2000
 	for range requests {
@@ -63,7 +65,7 @@ func TestBudgetDenialIsReported(t *testing.T) {
 
 func TestHealthyTrafficHasEveryTransientFailureRetried(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	rng := rand.New(rand.NewPCG(1, 2))
 	failures := 0
 	for range 10000 {
@@ -84,7 +86,7 @@ func TestHealthyTrafficHasEveryTransientFailureRetried(t *testing.T) {
 
 func TestConcurrentCallersKeepTheBound(t *testing.T) {
 	clk := newAutoClock()
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	var calls atomic.Int64
 	var wg sync.WaitGroup
 	const callers, each = 50, 40
@@ -130,7 +132,7 @@ func TestTransportInsideDoMakesOneAttemptWithTheLoopsKey(t *testing.T) {
 
 func TestPushbackHeaderIsNotRetried(t *testing.T) {
 	srv := newScriptServer(t, 503, 200)
-	srv.headers[0] = http.Header{retry.PushbackHeader: {"exhausted"}}
+	srv.headers[0] = http.Header{pushback.Header: {"exhausted"}}
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
 	var rep retry.Report
 	req, _ := http.NewRequestWithContext(retry.NewContext(context.Background(), retry.WithReport(&rep)), "GET", srv.URL, nil)
@@ -145,7 +147,7 @@ func TestPushbackHeaderIsNotRetried(t *testing.T) {
 func TestPushbackMiddlewareMarksA5xxAfterAGiveUp(t *testing.T) {
 	down := newScriptServer(t, 503)
 	client, _ := newClient(t, retry.WithClock(newAutoClock()))
-	svc := httptest.NewServer(retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	svc := httptest.NewServer(pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), "GET", down.URL+r.URL.Path, nil)
 		resp, err := client.Do(req)
 		if err == nil {
@@ -155,23 +157,23 @@ func TestPushbackMiddlewareMarksA5xxAfterAGiveUp(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		assert.ErrorIs(t, retry.GaveUp(r.Context()), retry.ErrAttemptsExhausted)
+		assert.Equal(t, "exhausted", pushback.Value(r.Context()))
 		http.Error(w, "dependency down", http.StatusServiceUnavailable)
 	})))
 	defer svc.Close()
 	resp, err := http.Get(svc.URL + "/fail")
 	require.NoError(t, err)
 	readAll(t, resp)
-	assert.Equal(t, "exhausted", resp.Header.Get(retry.PushbackHeader))
+	assert.Equal(t, "exhausted", resp.Header.Get(pushback.Header))
 	resp, err = http.Get(svc.URL + "/ok")
 	require.NoError(t, err)
 	readAll(t, resp)
-	assert.Empty(t, resp.Header.Get(retry.PushbackHeader), "only a 5xx is marked")
+	assert.Empty(t, resp.Header.Get(pushback.Header), "only a 5xx is marked")
 }
 
 // chain starts a service that always answers 503 and layers services in
 // front of it, each calling the next through its own Transport inside
-// PushbackMiddleware. It returns the top URL, the innermost request count and
+// pushback.Middleware. It returns the top URL, the innermost request count and
 // a function that stops everything.
 func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 	innermost := &atomic.Int64{}
@@ -182,10 +184,10 @@ func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 	closers := []func(){bottom.Close}
 	next := bottom.URL
 	for range layers {
-		tr := retry.NewTransport(nil, append([]retry.Option{retry.WithBackoff(retry.Constant(0))}, opts...)...)
+		tr := retry.NewTransport(nil, append([]retry.Option{retry.WithBackoff(backoff.Constant(0))}, opts...)...)
 		client := &http.Client{Transport: tr}
 		target := next
-		svc := httptest.NewServer(retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		svc := httptest.NewServer(pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			req, _ := http.NewRequestWithContext(r.Context(), "GET", target, nil)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -209,7 +211,7 @@ func chain(layers int, opts ...retry.Option) (string, *atomic.Int64, func()) {
 func TestThreeChainedServicesDoNotMultiplyAttempts(t *testing.T) {
 	top, innermost, stop := chain(2, noRideThrough) // the client below is the third layer
 	defer stop()
-	client, _ := newClient(t, retry.WithBackoff(retry.Constant(0)), noRideThrough)
+	client, _ := newClient(t, retry.WithBackoff(backoff.Constant(0)), noRideThrough)
 	const requests = 200
 	for range requests {
 		resp, err := client.Get(top)
@@ -246,8 +248,8 @@ func BenchmarkNestedOutage(b *testing.B) {
 	b.ReportMetric(float64(total)/float64(requests), "innermost-attempts/request")
 }
 
-func TestGaveUpWithoutMiddleware(t *testing.T) {
-	assert.NoError(t, retry.GaveUp(context.Background()))
+func TestPushbackValueWithoutMiddleware(t *testing.T) {
+	assert.Empty(t, pushback.Value(context.Background()))
 	err := retry.Do(context.Background(), func(context.Context) error { return errors.New("x") },
 		retry.WithMaxAttempts(1))
 	assert.ErrorIs(t, err, retry.ErrAttemptsExhausted)

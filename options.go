@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // Option configures Do, DoValue, NewTransport, NewClient, and the requests
@@ -22,7 +24,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // config is the immutable policy built from Options.
 type config struct {
 	maxAttempts    int
-	backoff        Backoff
+	backoff        backoff.Backoff
 	classifier     func(error) bool
 	classifierSet  bool
 	totalTimeout   time.Duration
@@ -61,10 +63,10 @@ var defaultConfig = newConfig(nil)
 // newConfig applies opts over the defaults and clamps what is out of range.
 func newConfig(opts []Option) config {
 	c := config{
-		maxAttempts:   DefaultMaxAttempts,
-		backoff:       FullJitter(DefaultBackoffBase, DefaultBackoffCap),
+		maxAttempts:   defaultMaxAttempts,
+		backoff:       backoff.FullJitter(defaultBackoffBase, defaultBackoffCap),
 		classifier:    retryUnlessPermanent,
-		maxRetryAfter: DefaultMaxRetryAfter,
+		maxRetryAfter: defaultMaxRetryAfter,
 		clock:         systemClock,
 		random:        rand.Float64,
 		http:          defaultHTTPConfig(),
@@ -94,7 +96,7 @@ func configFor(opts []Option) *config {
 }
 
 // WithMaxAttempts sets the number of attempts in all, the first included
-// (default DefaultMaxAttempts). n < 1 is clamped to 1: a single attempt.
+// (default 4: 1 + 3 retries). n < 1 is clamped to 1: a single attempt.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		n = 1
@@ -103,11 +105,13 @@ func WithMaxAttempts(n int) Option {
 }
 
 // WithBackoff sets the wait between attempts. A nil Backoff restores the
-// default, FullJitter(DefaultBackoffBase, DefaultBackoffCap).
-func WithBackoff(b Backoff) Option {
+// default, backoff.FullJitter(100*time.Millisecond, 10*time.Second): waits of at
+// most 100, 200 and 400 ms with the default attempts (0.35 s in all on
+// average), never above 10 s.
+func WithBackoff(b backoff.Backoff) Option {
 	return optionFunc(func(c *config) {
 		if b == nil {
-			b = FullJitter(DefaultBackoffBase, DefaultBackoffCap)
+			b = backoff.FullJitter(defaultBackoffBase, defaultBackoffCap)
 		}
 		c.backoff = b
 	})
@@ -133,17 +137,19 @@ func WithClassifier(retry func(err error) bool) Option {
 }
 
 // WithTotalTimeout bounds all attempts and waits together. The effective
-// deadline is the context's or this one, whichever is sooner. d <= 0 means
-// no bound beyond the context's.
+// deadline is the context's or this one, whichever is sooner. By default
+// there is none beyond the context's (d <= 0 restores that): give every call
+// a deadline, one way or the other.
 func WithTotalTimeout(d time.Duration) Option {
 	d = max(d, 0)
 	return optionFunc(func(c *config) { c.totalTimeout = d })
 }
 
 // WithAttemptTimeout bounds each attempt; it never exceeds the time left
-// before the total deadline. d <= 0 means no per-attempt bound (a
-// Transport still bounds an attempt that nothing else bounds with
-// DefaultAttemptTimeout).
+// before the total deadline. By default (and with d <= 0) there is no
+// per-attempt bound, but a Transport bounds an attempt that nothing else
+// bounds (no deadline, and a base without a ResponseHeaderTimeout) to 30 s
+// for the response's headers, a timer per attempt.
 //
 // Cutting an attempt off is worth its cost only when another attempt can
 // follow: when the request has a deadline and the attempt limit leaves no
@@ -158,7 +164,7 @@ func WithAttemptTimeout(d time.Duration) Option {
 }
 
 // WithMaxRetryAfter sets the longest server-requested wait that will be
-// honoured (default DefaultMaxRetryAfter); a longer one stops the loop with
+// honoured (default 30 s); a longer one stops the loop with
 // ErrRetryAfterTooLong. d <= 0 means no requested wait is ever slept: any
 // RetryAfter or Retry-After, zero included, stops the loop.
 func WithMaxRetryAfter(d time.Duration) Option {
@@ -179,7 +185,9 @@ func WithClock(clk clock.Clock) Option {
 
 // WithBudget makes every retry ask b first, and every success earn for it. One
 // Budget may be shared by many Transports and Do calls. Do uses a budget only
-// when given one; a Transport makes its own DefaultBudget unless given one.
+// when given one; a Transport (or a Caller) makes its own NewBudget(0.1, 1, 20)
+// unless given one: retries held to 10% of successes, 20 tokens to start, 1
+// retry per second when empty.
 // WithBudget(nil) means no limit.
 func WithBudget(b *Budget) Option {
 	return optionFunc(func(c *config) {

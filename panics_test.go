@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // An operation that panics does not leave its contexts, or their timers,
@@ -51,7 +52,7 @@ func TestPanickingPolicyCodeReleasesTheResponse(t *testing.T) {
 	}{
 		{"WithOnAttempt", onAttempt(func(retry.Attempt) { panic("boom") })},
 		{"WithOnRetry", onRetry(func(retry.Attempt) { panic("boom") })},
-		{"Backoff", retry.WithBackoff(retry.BackoffFunc(func(int, time.Duration, float64) time.Duration { panic("boom") }))},
+		{"Backoff", retry.WithBackoff(backoff.Func(func(int, time.Duration, float64) time.Duration { panic("boom") }))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := &closeCounter{Reader: strings.NewReader("busy")}

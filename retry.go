@@ -18,8 +18,8 @@ import (
 // context.DeadlineExceeded. A context cancelled during a wait returns at
 // once too.
 //
-// The defaults are DefaultMaxAttempts attempts, FullJitter(DefaultBackoffBase,
-// DefaultBackoffCap), every error retried but those IsPermanent recognises
+// The defaults are 4 attempts, backoff.FullJitter(100*time.Millisecond,
+// 10*time.Second), every error retried but those IsPermanent recognises
 // (see WithClassifier), no budget and no timeouts.
 //
 // One layer: inside another retry loop of this package (found through ctx),

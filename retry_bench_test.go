@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 //go:noinline
@@ -40,7 +41,7 @@ func BenchmarkDo(b *testing.B) {
 	})
 	b.Run("Do/options", func(b *testing.B) {
 		b.ReportAllocs()
-		opts := []retry.Option{retry.WithMaxAttempts(3), retry.WithBackoff(retry.Constant(0))}
+		opts := []retry.Option{retry.WithMaxAttempts(3), retry.WithBackoff(backoff.Constant(0))}
 		for b.Loop() {
 			if err := retry.Do(ctx, succeed, opts...); err != nil {
 				b.Fatal(err)

@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 var errFlaky = errors.New("flaky")
 
 // noWait is a backoff that waits nothing and keeps tests exact.
-var noWait = retry.WithBackoff(retry.Constant(0))
+var noWait = retry.WithBackoff(backoff.Constant(0))
 
 func TestDoSucceedsFirstTime(t *testing.T) {
 	calls := 0
@@ -79,7 +80,7 @@ func TestRetryAfterIsAFloorForTheNextWait(t *testing.T) {
 				return retry.RetryAfter(2*time.Second, errFlaky)
 			}
 			return nil
-		}, retry.WithBackoff(retry.Constant(10*time.Millisecond)))
+		}, retry.WithBackoff(backoff.Constant(10*time.Millisecond)))
 		require.NoError(t, err)
 		require.Len(t, times, 2)
 		assert.GreaterOrEqual(t, times[1].Sub(times[0]), 2*time.Second)
@@ -107,7 +108,7 @@ func TestTotalTimeoutShorterThanBackoffReturnsWithoutWaiting(t *testing.T) {
 		calls := 0
 		err := retry.Do(t.Context(), func(context.Context) error { calls++; return errFlaky },
 			retry.WithTotalTimeout(300*time.Millisecond),
-			retry.WithBackoff(retry.Constant(time.Second)))
+			retry.WithBackoff(backoff.Constant(time.Second)))
 		assert.Equal(t, 1, calls)
 		assert.Zero(t, time.Since(start), "no wait was started that ends past the deadline")
 		assert.ErrorIs(t, err, retry.ErrDeadline)
@@ -123,7 +124,7 @@ func TestContextDeadlineIsHonouredLikeTheOption(t *testing.T) {
 		calls := 0
 		err := retry.Do(ctx, func(context.Context) error { calls++; return errFlaky },
 			retry.WithTotalTimeout(time.Hour), // the sooner deadline wins
-			retry.WithBackoff(retry.Constant(200*time.Millisecond)))
+			retry.WithBackoff(backoff.Constant(200*time.Millisecond)))
 		assert.Equal(t, 2, calls, "one wait of 200 ms fits before 300 ms; a second does not")
 		assert.ErrorIs(t, err, retry.ErrDeadline)
 	})
@@ -135,7 +136,7 @@ func TestCancelDuringWaitReturnsPromptlyWithBothErrors(t *testing.T) {
 		start := time.Now()
 		time.AfterFunc(50*time.Millisecond, cancel)
 		err := retry.Do(ctx, func(context.Context) error { return errFlaky },
-			retry.WithBackoff(retry.Constant(10*time.Second)))
+			retry.WithBackoff(backoff.Constant(10*time.Second)))
 		assert.Equal(t, 50*time.Millisecond, time.Since(start), "returns the moment the context is cancelled")
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, errFlaky)
@@ -222,7 +223,7 @@ func TestBadOptionsAreClamped(t *testing.T) {
 		}
 		calls := 0
 		err := retry.Do(t.Context(), func(context.Context) error { calls++; return errFlaky },
-			retry.WithBackoff(retry.FullJitter(0, -time.Second)),
+			retry.WithBackoff(backoff.FullJitter(0, -time.Second)),
 			retry.WithTotalTimeout(-time.Second), retry.WithAttemptTimeout(-time.Second),
 			retry.WithMaxAttempts(3), retry.WithBackoff(nil), retry.WithClassifier(nil),
 			retry.WithClock(nil), nil)
@@ -249,7 +250,7 @@ func TestHooksSeeEveryAttempt(t *testing.T) {
 				return errFlaky
 			}
 			return nil
-		}, retry.WithBackoff(retry.Constant(time.Second)), retry.WithTrace(&retry.Trace{
+		}, retry.WithBackoff(backoff.Constant(time.Second)), retry.WithTrace(&retry.Trace{
 			Decided: func(_ context.Context, a retry.Attempt) {
 				all = append(all, a)
 				if a.Retrying {
@@ -277,7 +278,7 @@ func TestMockClockDrivesWaits(t *testing.T) {
 			done <- retry.Do(t.Context(), func(context.Context) error {
 				calls.Add(1)
 				return errFlaky
-			}, retry.WithClock(mock), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(time.Minute)))
+			}, retry.WithClock(mock), retry.WithMaxAttempts(2), retry.WithBackoff(backoff.Constant(time.Minute)))
 		}()
 		synctest.Wait() // blocked on the mock's timer
 		assert.Equal(t, int32(1), calls.Load())

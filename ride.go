@@ -6,7 +6,8 @@ import (
 
 // RideThrough is how requests ride through an outage of their dependency
 // (a host, for a Transport; the Budget, for Do) instead of failing or
-// hammering it. It is on by default.
+// hammering it: on by default, with a MaxWait of 10 s and a MaxWaiters of
+// 10,000; WithRideThrough sets them, WithoutRideThrough turns it off.
 //
 // The dependency is taken to be down when eight of its attempts in a row
 // have failed (5xx, 429, transport failures; never a 4xx, and any answer
@@ -132,25 +133,19 @@ import (
 // in a row, or a denied retry) fails with ErrAttemptsExhausted. With the
 // default full-jitter backoff that is rare (its first three waits must add
 // up to less than that moment); a backoff with a floor, such as
-// EqualJitter, rules it out. A retry the budget paid for that never went
+// backoff.EqualJitter, rules it out. A retry the budget paid for that never went
 // (its wait ended first) gets its token back.
 //
 // Independent failures (a brownout) do not mark a dependency down, and a
 // retry that succeeds earns its budget token back, so they are retried as
 // long as retries keep succeeding.
 type RideThrough struct {
-	// Off turns riding through outages off: a request whose retry the
-	// budget denies fails at once with ErrBudgetDenied (handing back the
-	// last response), and requests are sent whatever their dependency's
-	// state. Turn it off for callers that must fail fast and do something
-	// else (serve a cached value, try another region) rather than wait.
-	Off bool
 	// MaxWait bounds the wait of a request that has no deadline, and is
 	// how long a dependency may have been down for a request still to wait
-	// for it (default DefaultMaxWait).
+	// for it (default 10 s).
 	MaxWait time.Duration
 	// MaxWaiters: a request finding this many requests waiting for its
-	// dependency already fails at once (default DefaultMaxWaiters).
+	// dependency already fails at once (default 10,000).
 	MaxWaiters int
 }
 
@@ -162,20 +157,34 @@ type rideConfig struct {
 }
 
 func defaultRideConfig() rideConfig {
-	return rideConfig{maxWait: DefaultMaxWait, maxWaiters: DefaultMaxWaiters}
+	return rideConfig{maxWait: defaultMaxWait, maxWaiters: defaultMaxWaiters}
 }
 
 // WithRideThrough sets how requests ride through an outage (see
-// RideThrough); zero fields take the defaults. It is on by default;
-// WithRideThrough(RideThrough{Off: true}) turns it off.
+// RideThrough), and turns it back on after WithoutRideThrough; zero fields
+// take the defaults. It is on by default: a request waits for a dependency
+// that is down up to its deadline, or 10 s (MaxWait) without one, and not
+// at all once the dependency has been down for longer than that; at most
+// 10,000 requests (MaxWaiters) wait for one dependency.
 func WithRideThrough(r RideThrough) Option {
 	if r.MaxWait <= 0 {
-		r.MaxWait = DefaultMaxWait
+		r.MaxWait = defaultMaxWait
 	}
 	if r.MaxWaiters <= 0 {
-		r.MaxWaiters = DefaultMaxWaiters
+		r.MaxWaiters = defaultMaxWaiters
 	}
 	return optionFunc(func(c *config) {
-		c.ride = rideConfig{off: r.Off, maxWait: r.MaxWait, maxWaiters: r.MaxWaiters}
+		c.ride = rideConfig{maxWait: r.MaxWait, maxWaiters: r.MaxWaiters}
 	})
+}
+
+// WithoutRideThrough turns riding through outages off (it is on by
+// default, see RideThrough): a request whose retry the budget denies fails
+// at once with ErrBudgetDenied (handing back the last response), and
+// requests are sent whatever their dependency's state. Give it to callers
+// that must fail fast and do something else (serve a cached value, try
+// another region) rather than wait: in a total outage a request then fails
+// at once instead of at its deadline. WithRideThrough turns it back on.
+func WithoutRideThrough() Option {
+	return optionFunc(func(c *config) { c.ride.off = true })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // A host that answers is not down because some requests fail. Sixty-four
@@ -52,7 +53,7 @@ func TestAHostThatAnswersIsNotDownBecauseSomeRequestsFail(t *testing.T) {
 			}
 			return respond(func(*http.Request) (int, string) { return code, "" })(r)
 		})
-		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(time.Millisecond)),
+		tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(time.Millisecond)),
 			retry.WithBudget(retry.NewBudget(0.1, 1e6, 1e6)))
 		client := &http.Client{Transport: tr}
 		start := time.Now()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // How soon a recovery is noticed and acted on. Each test here failed
@@ -164,7 +165,7 @@ func TestBriefCutsCostNoMoreThanRidingThroughOff(t *testing.T) {
 				}
 				return respond(func(*http.Request) (int, string) { return 200, "ok" })(r)
 			})
-			tr := retry.NewTransport(base, append(opts, retry.WithBackoff(retry.Constant(10*time.Millisecond)))...)
+			tr := retry.NewTransport(base, append(opts, retry.WithBackoff(backoff.Constant(10*time.Millisecond)))...)
 			client := &http.Client{Transport: tr}
 			start := time.Now()
 			var calls, failed atomic.Int64
@@ -193,7 +194,7 @@ func TestBriefCutsCostNoMoreThanRidingThroughOff(t *testing.T) {
 		return took, st
 	}
 	on, st := run(t)
-	off, _ := run(t, retry.WithRideThrough(retry.RideThrough{Off: true}))
+	off, _ := run(t, retry.WithoutRideThrough())
 	t.Logf("1,000 calls: %v riding through, %v with it off; %+v", on, off, st)
 	assert.Zero(t, st.Outages, "brief cuts never take the host down")
 	assert.LessOrEqual(t, on.Seconds(), 1.2*off.Seconds())
@@ -215,7 +216,7 @@ func TestABackoffEndsWhenTheHostAnswersAgain(t *testing.T) {
 		})
 		tr := retry.NewTransport(base)
 		client := &http.Client{Transport: tr}
-		slow := retry.NewContext(context.Background(), retry.WithBackoff(retry.Constant(2*time.Second)))
+		slow := retry.NewContext(context.Background(), retry.WithBackoff(backoff.Constant(2*time.Second)))
 		took := throughAnOutage(t, client, mustRequest(slow, "http://dep.test/"), start)
 		st := tr.Dependencies()[0]
 		t.Logf("the request with a 2 s backoff ended after %v; %+v", took, st)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // Who probes a host that is down, and when. Each test here failed before:
@@ -54,7 +55,7 @@ func TestWaitersThatAllProbedStillProbe(t *testing.T) {
 			}
 			return respond(func(*http.Request) (int, string) { return 200, "ok" })(r)
 		})
-		tr := retry.NewTransport(base, retry.WithMaxAttempts(10), retry.WithBackoff(retry.Constant(10*time.Millisecond)))
+		tr := retry.NewTransport(base, retry.WithMaxAttempts(10), retry.WithBackoff(backoff.Constant(10*time.Millisecond)))
 		downHost(t, tr, "http://dep.test/")
 		client := &http.Client{Transport: tr}
 		var wg sync.WaitGroup
@@ -132,7 +133,7 @@ func TestBurstsOfFailuresCostNoMoreThanRidingThroughOff(t *testing.T) {
 		took, st := run(t)
 		on += took
 		outages += st.Outages
-		took, _ = run(t, retry.WithRideThrough(retry.RideThrough{Off: true}))
+		took, _ = run(t, retry.WithoutRideThrough())
 		off += took
 	}
 	t.Logf("5 x 2,000 calls: %v riding through (%d outages), %v with it off", on, outages, off)

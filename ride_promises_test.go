@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // Riding through outages keeps the promises the rest of the client makes.
@@ -29,7 +30,7 @@ import (
 // this gives it attempts enough for that and no backoff of its own between
 // them, so its wait ends in vain, not with its attempts spent or its
 // backoff past the deadline.
-var lonely = []retry.Option{retry.WithMaxAttempts(10), retry.WithBackoff(retry.Constant(0))}
+var lonely = []retry.Option{retry.WithMaxAttempts(10), retry.WithBackoff(backoff.Constant(0))}
 
 // respond is a base that answers every request with what answer says.
 func respond(answer func(r *http.Request) (int, string)) roundTripFunc {
@@ -174,7 +175,7 @@ func TestALateBodyIsKeptForAWaitInVain(t *testing.T) {
 func TestTheContextsErrorIsNeverHiddenByAWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := retry.NewTransport(respond(func(*http.Request) (int, string) { return 503, "" }),
-			retry.WithBackoff(retry.Constant(0)))
+			retry.WithBackoff(backoff.Constant(0)))
 		downHost(t, tr, "http://down.test/")
 		client := &http.Client{Transport: tr}
 
@@ -263,7 +264,7 @@ func TestAPanickingProbeNeverLeavesAHostDown(t *testing.T) {
 			}
 			return 503, "down"
 		})
-		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(0)), retry.WithTrace(&retry.Trace{
+		tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(0)), retry.WithTrace(&retry.Trace{
 			AttemptEnd: func(context.Context, int, *http.Response, error) {
 				if panicking.CompareAndSwap(true, false) {
 					panic("a hook that panics")
@@ -291,8 +292,8 @@ func TestAPanickingProbeNeverLeavesAHostDown(t *testing.T) {
 // dependency.
 func TestAPanickingProbeNeverLeavesDosDependencyDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		budget := retry.DefaultBudget()
-		opts := []retry.Option{retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0))}
+		budget := retry.NewBudget(0.1, 1, 20)
+		opts := []retry.Option{retry.WithBudget(budget), retry.WithBackoff(backoff.Constant(0))}
 		for range 8 { // eight failures in a row: down
 			retry.Do(context.Background(), func(context.Context) error { return errFlaky }, append(opts, retry.WithMaxAttempts(1))...)
 		}
@@ -330,7 +331,7 @@ func TestEveryRequestsOwnRideThroughHolds(t *testing.T) {
 		}
 
 		// The first request to the host carries a long MaxWait of its own.
-		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(0)),
+		tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(0)),
 			retry.WithRideThrough(retry.RideThrough{MaxWait: 300 * time.Millisecond}))
 		client := &http.Client{Transport: tr}
 		waited(client, long, "http://a.test/")
@@ -341,7 +342,7 @@ func TestEveryRequestsOwnRideThroughHolds(t *testing.T) {
 
 		// A request's own MaxWait is shorter than the Transport's.
 		down.Store(false)
-		tr = retry.NewTransport(base, retry.WithBackoff(retry.Constant(0)))
+		tr = retry.NewTransport(base, retry.WithBackoff(backoff.Constant(0)))
 		client = &http.Client{Transport: tr}
 		waited(client, context.Background(), "http://b.test/")
 		down.Store(true)
@@ -350,7 +351,7 @@ func TestEveryRequestsOwnRideThroughHolds(t *testing.T) {
 			"a request waits its own MaxWait")
 
 		// Do with a shared Budget: the same.
-		budget := retry.DefaultBudget()
+		budget := retry.NewBudget(0.1, 1, 20)
 		fail := func(context.Context) error { return errFlaky }
 		retry.Do(context.Background(), fail, retry.WithBudget(budget),
 			retry.WithRideThrough(retry.RideThrough{MaxWait: 30 * time.Second}), retry.WithMaxAttempts(1))
@@ -358,7 +359,7 @@ func TestEveryRequestsOwnRideThroughHolds(t *testing.T) {
 			retry.Do(context.Background(), fail, retry.WithBudget(budget), retry.WithMaxAttempts(1))
 		}
 		start := time.Now()
-		retry.Do(context.Background(), fail, retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)),
+		retry.Do(context.Background(), fail, retry.WithBudget(budget), retry.WithBackoff(backoff.Constant(0)),
 			retry.WithRideThrough(retry.RideThrough{MaxWait: 300 * time.Millisecond}))
 		assert.LessOrEqual(t, time.Since(start), 310*time.Millisecond, "Do waits its own MaxWait")
 	})
@@ -374,7 +375,7 @@ func TestEveryHostKeepsRidingThrough(t *testing.T) {
 			}
 			return 200, "ok"
 		})
-		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(0)))
+		tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(0)))
 		client := &http.Client{Transport: tr}
 		for i := range 1024 {
 			resp, err := client.Do(mustRequest(context.Background(), fmt.Sprintf("http://pod-%d.test/", i)))
@@ -406,7 +407,7 @@ func TestEveryHostKeepsRidingThrough(t *testing.T) {
 func TestDependencyStatsSayWhatHappened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := retry.NewTransport(respond(func(*http.Request) (int, string) { return 503, "" }),
-			retry.WithBackoff(retry.Constant(0)))
+			retry.WithBackoff(backoff.Constant(0)))
 		downHost(t, tr, "http://down.test/")
 		client := &http.Client{Transport: tr}
 		before := tr.Dependencies()[0]
@@ -447,7 +448,7 @@ func TestAStalledBodyNeverDelaysARetry(t *testing.T) {
 			return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: 4096, Body: pr, Request: r}, nil
 		})
 		tr := retry.NewTransport(base, retry.WithAttemptTimeout(150*time.Millisecond),
-			retry.WithBackoff(retry.Constant(time.Millisecond)))
+			retry.WithBackoff(backoff.Constant(time.Millisecond)))
 		resp, err := (&http.Client{Transport: tr}).Do(mustRequest(context.Background(), "http://dep.test/"))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -481,7 +482,7 @@ func TestABodyStillArrivingIsDrainedWhole(t *testing.T) {
 			body := readCounter{pr, &read}
 			return &http.Response{StatusCode: 503, Header: http.Header{}, ContentLength: 4096, Body: body, Request: r}, nil
 		})
-		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(time.Millisecond)))
+		tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(time.Millisecond)))
 		resp, err := (&http.Client{Transport: tr}).Do(mustRequest(context.Background(), "http://dep.test/"))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -514,7 +515,7 @@ func TestADrainedBudgetDoesNotTakeAHealthyHostDown(t *testing.T) {
 			return 200, "ok"
 		})
 		budget := retry.NewBudget(0.1, 0, 2)
-		tr := retry.NewTransport(base, retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)))
+		tr := retry.NewTransport(base, retry.WithBudget(budget), retry.WithBackoff(backoff.Constant(0)))
 		client := &http.Client{Transport: tr}
 		for range 2 { // the outage's retries drain the budget, and it is taken as down
 			resp, err := client.Do(mustRequest(context.Background(), "http://down.test/"))
@@ -553,7 +554,7 @@ func TestAnUnsentRetryGetsItsTokenBack(t *testing.T) {
 			return 200, "ok"
 		})
 		budget := retry.NewBudget(0.1, 0, 10)
-		tr := retry.NewTransport(base, retry.WithBudget(budget), retry.WithBackoff(retry.Constant(0)),
+		tr := retry.NewTransport(base, retry.WithBudget(budget), retry.WithBackoff(backoff.Constant(0)),
 			retry.WithRideThrough(retry.RideThrough{MaxWait: time.Minute}))
 		client := &http.Client{Transport: tr}
 		// Eight single-attempt failures take the host as down without
@@ -604,7 +605,7 @@ func TestAProbeAnsweredWithAKeyed409MeansTheServerIsAlive(t *testing.T) {
 			}
 			return resp, err
 		})
-		tr := retry.NewTransport(base, retry.WithBackoff(retry.Constant(50*time.Millisecond)))
+		tr := retry.NewTransport(base, retry.WithBackoff(backoff.Constant(50*time.Millisecond)))
 		downHost(t, tr, "http://dep.test/")
 		state.Store(1)
 		time.AfterFunc(2*time.Second, func() { state.Store(2) })
@@ -687,7 +688,7 @@ func (c leaseContext) Deadline() (time.Time, bool) { return c.deadline, true }
 func TestAWaitEndsAtADeadlineTheContextMovesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := retry.NewTransport(respond(func(*http.Request) (int, string) { return 503, "" }),
-			retry.WithBackoff(retry.Constant(0)))
+			retry.WithBackoff(backoff.Constant(0)))
 		downHost(t, tr, "http://down.test/")
 		ctx := leaseContext{Context: context.Background(), deadline: time.Now().Add(300 * time.Millisecond)}
 		start := time.Now()
@@ -700,7 +701,7 @@ func TestAWaitEndsAtADeadlineTheContextMovesOn(t *testing.T) {
 		}
 		assert.LessOrEqual(t, time.Since(start), 310*time.Millisecond)
 
-		budget := retry.DefaultBudget()
+		budget := retry.NewBudget(0.1, 1, 20)
 		for range 8 {
 			retry.Do(context.Background(), func(context.Context) error { return errFlaky },
 				retry.WithBudget(budget), retry.WithMaxAttempts(1))

@@ -17,7 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 // flaky is a base whose answers depend on time: fail says, for an
@@ -289,7 +291,7 @@ func TestRideThroughWaitsAreBounded(t *testing.T) {
 			return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 		})
 		tr := retry.NewTransport(base, retry.WithRideThrough(retry.RideThrough{MaxWait: 3 * time.Second, MaxWaiters: 2}),
-			retry.WithBackoff(retry.Constant(0)))
+			retry.WithBackoff(backoff.Constant(0)))
 		client := &http.Client{Transport: tr}
 		downHost(t, tr, "http://down.test/")
 		require.Equal(t, "down", tr.Dependencies()[0].State)
@@ -416,9 +418,9 @@ func TestDuplicatesWaitForTheFirstCopyWithoutSpendingTheBudget(t *testing.T) {
 
 // Do rides through an outage of the dependency its Budget stands for.
 func TestDoRidesThroughAnOutageOfItsBudgetsDependency(t *testing.T) {
-	equalJitter := retry.EqualJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)
+	equalJitter := backoff.EqualJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)
 	synctest.Test(t, func(t *testing.T) {
-		budget := retry.DefaultBudget()
+		budget := retry.NewBudget(0.1, 1, 20)
 		start := time.Now()
 		var calls atomic.Int64
 		op := func(context.Context) error {
@@ -464,7 +466,7 @@ func TestWaitingInVainIsAGiveUp(t *testing.T) {
 		tr := retry.NewTransport(base, lonely...)
 		client := &http.Client{Transport: tr}
 		downHost(t, tr, "http://dep.test/")
-		handler := retry.PushbackMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler := pushback.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 			defer cancel()
 			var report retry.Report
@@ -478,6 +480,6 @@ func TestWaitingInVainIsAGiveUp(t *testing.T) {
 		}))
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-		assert.Equal(t, "dependency-down", rec.Header().Get(retry.PushbackHeader))
+		assert.Equal(t, "dependency-down", rec.Header().Get(pushback.Header))
 	})
 }

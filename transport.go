@@ -51,8 +51,8 @@ import (
 //     floor for the next wait; one over WithMaxRetryAfter, or ending past the
 //     deadline, hands the response back at once.
 //   - A Retry-Pushback header on a response means the server's own retries
-//     gave up: it is not retried (see PushbackHeader).
-//   - Every retry is charged to a retry budget (by default one DefaultBudget
+//     gave up: it is not retried (see package pushback).
+//   - Every retry is charged to a retry budget (by default one NewBudget(0.1, 1, 20)
 //     per Transport), so an outage is not amplified; the retries that led to
 //     a success get their tokens back.
 //   - A host that keeps failing is taken as down, and requests to it wait
@@ -70,7 +70,7 @@ import (
 //     WithoutYielding ignores the SDKs' headers, for an SDK whose own
 //     retries are off.
 //   - No attempt waits for its response forever: without a deadline or an
-//     attempt timeout, DefaultAttemptTimeout applies.
+//     attempt timeout, one of 30 s applies (to the response's headers).
 //
 // The caller's request is never modified. Bodies are replayed with GetBody,
 // or buffered while first sent up to WithBodyBufferLimit. Retried responses
@@ -119,7 +119,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // NewTransport wraps base with the retry policy given by opts. A nil base
 // (or a nil *http.Transport) means a clone of http.DefaultTransport. Unless
 // WithBudget is given, the Transport has a budget of its own,
-// DefaultBudget(); unless WithClassifier is given, transport errors are
+// NewBudget(0.1, 1, 20); unless WithClassifier is given, transport errors are
 // classified with IsTransient.
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if ht, ok := base.(*http.Transport); ok && ht == nil {
@@ -133,7 +133,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	c := newConfig(opts)
 	if !c.budgetSet {
-		c.budget = DefaultBudget()
+		c.budget = newDefaultBudget()
 	}
 	if !c.classifierSet {
 		c.classifier = IsTransient

@@ -20,11 +20,11 @@ type httpConfig struct {
 }
 
 func defaultHTTPConfig() httpConfig {
-	return httpConfig{keyHeader: DefaultKeyHeader, bodyLimit: DefaultBodyBufferLimit}
+	return httpConfig{keyHeader: DefaultKeyHeader, bodyLimit: defaultBodyBufferLimit}
 }
 
 // WithKeyHeader sets the header that carries the idempotency key (default
-// DefaultKeyHeader). An empty name restores the default.
+// DefaultKeyHeader, "Idempotency-Key"). An empty name restores the default.
 func WithKeyHeader(name string) Option {
 	return optionFunc(func(c *config) {
 		if name == "" {
@@ -69,7 +69,7 @@ func WithIdempotent() Option {
 }
 
 // WithBodyBufferLimit sets the largest body without GetBody that is buffered
-// for replay (default DefaultBodyBufferLimit). n <= 0 buffers nothing: such
+// for replay (default 1 MiB). n <= 0 buffers nothing: such
 // bodies are never retried.
 func WithBodyBufferLimit(n int64) Option {
 	n = max(n, 0)

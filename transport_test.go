@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // scriptServer serves a scripted handler on loopback and counts its
@@ -82,7 +83,7 @@ func TestRetryAfterSecondsIsAFloor(t *testing.T) {
 	srv := newScriptServer(t, 429, 200)
 	srv.clk = clk
 	srv.headers[0] = http.Header{"Retry-After": {"1"}}
-	client, _ := newClient(t, retry.WithClock(clk), retry.WithBackoff(retry.FullJitter(10*time.Millisecond, time.Second)))
+	client, _ := newClient(t, retry.WithClock(clk), retry.WithBackoff(backoff.FullJitter(10*time.Millisecond, time.Second)))
 	resp, err := client.Get(srv.URL)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -97,7 +98,7 @@ func TestRetryAfterHTTPDateIsAFloor(t *testing.T) {
 	srv.clk = clk
 	at := clk.Now().Add(2 * time.Second)
 	srv.headers[0] = http.Header{"Retry-After": {at.Format(http.TimeFormat)}}
-	client, _ := newClient(t, retry.WithClock(clk), retry.WithBackoff(retry.FullJitter(10*time.Millisecond, time.Second)))
+	client, _ := newClient(t, retry.WithClock(clk), retry.WithBackoff(backoff.FullJitter(10*time.Millisecond, time.Second)))
 	resp, err := client.Get(srv.URL)
 	require.NoError(t, err)
 	readAll(t, resp)
@@ -372,7 +373,7 @@ func TestTotalTimeoutShorterThanBaseReturnsWithoutWaiting(t *testing.T) {
 	clk := newAutoClock()
 	srv := newScriptServer(t, 503)
 	client, _ := newClient(t, retry.WithClock(clk), retry.WithTotalTimeout(300*time.Millisecond),
-		retry.WithBackoff(retry.Constant(time.Second)))
+		retry.WithBackoff(backoff.Constant(time.Second)))
 	resp, err := client.Get(srv.URL)
 	require.NoError(t, err)
 	readAll(t, resp)

@@ -60,7 +60,7 @@ func (rt *roundTrip) classifyResponse(resp *http.Response, o *outcome) {
 	case o.bad && !o.retry:
 		o.stop = ErrStatusNotRetried
 	}
-	if len(resp.Header[PushbackHeader]) > 0 {
+	if len(resp.Header[pushbackHeader]) > 0 {
 		o.bad, o.retry, o.stop = true, false, ErrPushback
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // Defaults of a Conn.
@@ -71,7 +72,7 @@ type ConnOption func(*connSettings)
 
 type connSettings struct {
 	setup   SetupFunc
-	backoff retry.Backoff
+	backoff backoff.Backoff
 	logger  *slog.Logger
 }
 
@@ -82,8 +83,8 @@ func WithSetup(setup SetupFunc) ConnOption {
 }
 
 // WithRedialBackoff sets the wait between the dials of a lost connection
-// (default retry.FullJitter(DefaultRedialBase, DefaultRedialCap)).
-func WithRedialBackoff(b retry.Backoff) ConnOption {
+// (default backoff.FullJitter(DefaultRedialBase, DefaultRedialCap)).
+func WithRedialBackoff(b backoff.Backoff) ConnOption {
 	return func(s *connSettings) { s.backoff = b }
 }
 
@@ -205,7 +206,7 @@ func NewConn(dial DialFunc, opts ...ConnOption) *Conn {
 
 func newConn(dial dialFunc, opts []ConnOption) *Conn {
 	set := connSettings{
-		backoff: retry.FullJitter(DefaultRedialBase, DefaultRedialCap),
+		backoff: backoff.FullJitter(DefaultRedialBase, DefaultRedialCap),
 		logger:  slog.Default(),
 	}
 	for _, o := range opts {

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -42,7 +42,7 @@ func TestConnDialsOneAtATime(t *testing.T) {
 		}
 		dials.Add(1)
 		return amqp.Dial(via)
-	}, amqpconsumer.WithRedialBackoff(retry.FullJitter(time.Millisecond, 10*time.Millisecond)),
+	}, amqpconsumer.WithRedialBackoff(backoff.FullJitter(time.Millisecond, 10*time.Millisecond)),
 		amqpconsumer.WithConnLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(func() { _ = conn.Close() })
 	var fx amqptest.Effects

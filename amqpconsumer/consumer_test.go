@@ -14,6 +14,7 @@ import (
 	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -69,7 +70,7 @@ func TestTransientFailureRedelivered(t *testing.T) {
 		fx.Add(m.Key)
 		return nil
 	})
-	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
+	cfg.Backoff = backoff.FullJitter(time.Millisecond, 10*time.Millisecond)
 	c, err := amqpconsumer.New(conn, queue, cfg, amqpconsumer.WithDeliveryLimit(5))
 	require.NoError(t, err)
 	const n = 10
@@ -125,7 +126,7 @@ func TestLastDeliveryParked(t *testing.T) {
 		calls.Add(1)
 		return errFlaky
 	})
-	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
+	cfg.Backoff = backoff.FullJitter(time.Millisecond, 10*time.Millisecond)
 	c, err := amqpconsumer.New(conn, queue, cfg, amqpconsumer.WithDeliveryLimit(2))
 	require.NoError(t, err)
 	amqptest.Publish(t, ch, queue, "order-1", "2 chairs")
@@ -186,7 +187,7 @@ func TestOutageRiddenThrough(t *testing.T) {
 		return nil
 	})
 	cfg.MaxInFlight = 4
-	cfg.Backoff = retry.FullJitter(time.Millisecond, 20*time.Millisecond)
+	cfg.Backoff = backoff.FullJitter(time.Millisecond, 20*time.Millisecond)
 	c, err := amqpconsumer.New(conn, queue, cfg, amqpconsumer.WithDeliveryLimit(2))
 	require.NoError(t, err)
 	const n = 40

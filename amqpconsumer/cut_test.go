@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	retry "github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/amqpconsumer/internal/amqptest"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/internal/tcpproxy"
@@ -40,7 +40,7 @@ func viaProxy(t *testing.T) (*tcpproxy.Proxy, string) {
 func dial(t *testing.T, rawURL string, opts ...amqpconsumer.ConnOption) *amqpconsumer.Conn {
 	t.Helper()
 	opts = append([]amqpconsumer.ConnOption{
-		amqpconsumer.WithRedialBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
+		amqpconsumer.WithRedialBackoff(backoff.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
 		amqpconsumer.WithConnLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}, opts...)
 	c, err := amqpconsumer.Dial(rawURL, opts...)

@@ -59,7 +59,7 @@ func ClosedLoop(ctx context.Context, lib Library, cfg ClosedLoopConfig) ClosedLo
 	}
 	return cfg.median(on, func() ClosedLoopResult {
 		return closedLoop(ctx, func(base http.RoundTripper) Client {
-			return &http.Client{Transport: retry.NewTransport(base, retry.WithRideThrough(retry.RideThrough{Off: true}))}
+			return &http.Client{Transport: retry.NewTransport(base, retry.WithoutRideThrough())}
 		}, cfg)
 	})
 }

@@ -75,7 +75,7 @@ func dialOursTold(d time.Duration) ([]grpc.DialOption, func() []retry.Dependency
 
 // dialOursOff is ours with riding through outages off.
 func dialOursOff() []grpc.DialOption {
-	return dialOursWith(retry.WithRideThrough(retry.RideThrough{Off: true}))
+	return dialOursWith(retry.WithoutRideThrough())
 }
 
 // dialOursWith is grpcretry's Client with opts on top of its defaults,

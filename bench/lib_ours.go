@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // newOurs is this module's Transport: with Defaults, exactly NewClient's
@@ -20,7 +21,7 @@ func oursOptions(p Policy) []retry.Option {
 	}
 	return []retry.Option{
 		retry.WithMaxAttempts(PolicyAttempts),
-		retry.WithBackoff(retry.FullJitter(PolicyBase, PolicyCap)),
+		retry.WithBackoff(backoff.FullJitter(PolicyBase, PolicyCap)),
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/pushback"
 )
 
 // Policy chooses how a library is configured.
@@ -62,7 +62,7 @@ type Library struct {
 	// each attempt bounded by its own option (see NewBounded).
 	Bounded func(p Policy, base http.RoundTripper, attemptTimeout time.Duration) Client
 	// Middleware, if set, wraps the handlers of services that call out with
-	// the library (ours: retry.PushbackMiddleware).
+	// the library (ours: pushback.Middleware).
 	Middleware func(http.Handler) http.Handler
 }
 
@@ -70,7 +70,7 @@ type Library struct {
 // plain client, the naive loop and the peers.
 func Libraries() []Library {
 	return []Library{
-		{Name: "exactlyonce", HasDefaults: true, Retries: true, QuickDefaults: true, New: newOurs, Bounded: newOursBounded, Middleware: retry.PushbackMiddleware},
+		{Name: "exactlyonce", HasDefaults: true, Retries: true, QuickDefaults: true, New: newOurs, Bounded: newOursBounded, Middleware: pushback.Middleware},
 		{Name: "plain http.Client", HasDefaults: true, QuickDefaults: true, New: newPlain},
 		{Name: "naive loop", HasDefaults: true, Retries: true, QuickDefaults: true, New: newNaive},
 		{Name: "go-retryablehttp", HasDefaults: true, Retries: true, New: newRetryableHTTP},

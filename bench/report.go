@@ -296,7 +296,7 @@ How the figures were made (loopback, %s in all):
   its deadline while the outage is younger than 10 s (MaxWait), and at once after that.
 - **Nested**: three services chained, each calling the next with the library under test, using
   the request's context; the innermost always answers 503. Ours wrap their handlers with
-  retry.PushbackMiddleware. %d top-level requests, %d at a time. With defaults, peers that wait
+  pushback.Middleware. %d top-level requests, %d at a time. With defaults, peers that wait
   seconds between attempts were not run three deep (one top-level request would take minutes);
   their product of attempts is 5x5x5 = 125 (go-retryablehttp) and 10x10x10 = 1000
   (avast/retry-go).

@@ -50,7 +50,7 @@ func verdictOf(err error, trailer metadata.MD, keyed bool, retryable codeSet) re
 		v.Retry, v.Pending, v.Stop, v.Failing = false, false, retry.ErrPushback, true
 		return v
 	}
-	wait, ok, stop := pushback(trailer[PushbackMsTrailer])
+	wait, ok, stop := pushbackMs(trailer[PushbackMsTrailer])
 	if stop {
 		v.Retry, v.Pending, v.Stop = false, false, retry.ErrPushback
 		return v
@@ -78,10 +78,10 @@ func failing(code codes.Code) bool {
 	return false
 }
 
-// pushback reads grpc-retry-pushback-ms: a wait when ok; stop when the
+// pushbackMs reads grpc-retry-pushback-ms: a wait when ok; stop when the
 // server said not to retry (a negative, malformed or repeated value, as
 // grpc-go reads it).
-func pushback(values []string) (wait time.Duration, ok, stop bool) {
+func pushbackMs(values []string) (wait time.Duration, ok, stop bool) {
 	switch len(values) {
 	case 0:
 		return 0, false, false

@@ -38,7 +38,8 @@ type Client struct {
 // NewClient returns a Client with the policy given by opts, the same
 // Options that configure retry.NewTransport and retry.Do. Unless
 // retry.WithBudget is given, it has a retry budget of its own
-// (retry.DefaultBudget). retry.WithClassifier and the options of HTTP
+// (retry.NewBudget(0.1, 1, 20): retries held to 10% of successes, 20
+// tokens to start, 1 retry/s when empty). retry.WithClassifier and the options of HTTP
 // bodies and statuses do not apply (status codes decide, see the package
 // documentation; RetryableCodes chooses which are retried, per call or per
 // connection), nor does retry.WithKeyHeader: the key travels as

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/grpcretry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 )
@@ -215,7 +216,7 @@ func TestPushbackAndRetryInfoAreFloorsOfTheNextWait(t *testing.T) {
 					delays = append(delays, a.Delay)
 				}
 			}})
-			client := dial(t, srv, grpcretry.NewClient(retry.WithBackoff(retry.Constant(time.Millisecond)), trace))
+			client := dial(t, srv, grpcretry.NewClient(retry.WithBackoff(backoff.Constant(time.Millisecond)), trace))
 			_, err := client.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{})
 			require.NoError(t, err)
 			assert.Equal(t, []time.Duration{tc.want}, delays)
@@ -384,5 +385,5 @@ func TestRidingThroughADeadTarget(t *testing.T) {
 func TestBudgetIsOnByDefault(t *testing.T) {
 	retrying := grpcretry.NewClient()
 	require.NotNil(t, retrying.Budget())
-	assert.Equal(t, retry.DefaultBudgetCapacity, retrying.Budget().Stats().Capacity)
+	assert.Equal(t, 20.0, retrying.Budget().Stats().Capacity) // the default budget: NewBudget(0.1, 1, 20)
 }

@@ -30,12 +30,12 @@
 //
 // The options are retry's own, with the same defaults as the Transport:
 // 4 attempts, full-jitter backoff (the wait before retry n is uniform in
-// [0, min(10 s, 100 ms x 2^(n-1))): a multiplier of 2 and a cap of 10 s,
-// retry.DefaultBackoffBase and retry.DefaultBackoffCap), the total deadline of the
-// call's context or retry.WithTotalTimeout, attempt timeouts
-// (retry.WithAttemptTimeout, retry.WithAdaptiveTimeout learning each
-// target's latency; without any deadline, retry.DefaultAttemptTimeout
-// bounds each attempt), a retry budget on by default, riding through
+// [0, min(10 s, 100 ms x 2^(n-1))): a multiplier of 2 and a cap of 10 s),
+// the total deadline of the call's context or retry.WithTotalTimeout (none
+// by default), attempt timeouts (retry.WithAttemptTimeout,
+// retry.WithAdaptiveTimeout learning each target's latency; without any
+// deadline, 30 s bounds each attempt), a retry budget on by default
+// (retry.NewBudget(0.1, 1, 20)), riding through
 // outages of each target (a connection's Target), hedging of unary calls
 // with retry.WithHedging (the losing copy is cancelled and has ended when
 // the call returns: nothing of a call runs after it), one layer (a call inside retry.Do makes one
@@ -50,16 +50,17 @@
 //
 //	grpc-go retryPolicy      grpcretry
 //	maxAttempts              retry.WithMaxAttempts (default 4)
-//	initialBackoff           retry.FullJitter's base (default 100 ms)
-//	maxBackoff               retry.FullJitter's cap (default 10 s)
-//	backoffMultiplier        2, fixed (a retry.BackoffFunc for any other shape)
+//	initialBackoff           retry/backoff.FullJitter's base (default 100 ms)
+//	maxBackoff               retry/backoff.FullJitter's cap (default 10 s)
+//	backoffMultiplier        2, fixed (a retry/backoff.Func for any other shape)
 //	retryableStatusCodes     RetryableCodes, per call or per connection (default UNAVAILABLE)
 //	retryThrottling          the retry budget (retry.WithBudget; on by default)
 //
 // While a target is down (riding through outages, see retry.RideThrough),
 // a call waits for it within its deadline; a call without one (no
 // deadline in its context, no retry.WithTotalTimeout) waits up to MaxWait
-// (retry.DefaultMaxWait, 10 s), and none at all (but as the probe that is
+// (10 s by default, retry.WithRideThrough; retry.WithoutRideThrough turns
+// riding through off), and none at all (but as the probe that is
 // due) once the target has been down for longer than that. How a call that
 // did not succeed ends:
 //
@@ -211,7 +212,8 @@
 //
 // # One layer across services
 //
-// PushbackUnary and PushbackStream are retry.PushbackMiddleware for gRPC: a
+// PushbackUnary and PushbackStream are package retry/pushback's Middleware
+// for gRPC: a
 // service whose outgoing calls gave up answers with PushbackTrailer and
 // grpc-retry-pushback-ms: -1, which stop our client's retries and grpc-go's
 // built-in ones one layer up.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/grpcretry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 	"github.com/exactlyonce/retry/idempotency"
@@ -46,7 +47,7 @@ func Example() {
 	defer server.Stop()
 
 	// The client: our interceptors on the connection.
-	retrying := grpcretry.NewClient(retry.WithBackoff(retry.Constant(0)))
+	retrying := grpcretry.NewClient(retry.WithBackoff(backoff.Constant(0)))
 	conn, err := grpc.NewClient("passthrough:///payments",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -18,13 +18,14 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/grpcretry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
 // fast is a backoff that keeps the tests quick: waits of at most 2 ms.
-var fast = retry.WithBackoff(retry.FullJitter(time.Millisecond, 2*time.Millisecond))
+var fast = retry.WithBackoff(backoff.FullJitter(time.Millisecond, 2*time.Millisecond))
 
 // payments is the service the tests call. Each method counts its runs and
 // answers as its func says (by default: a reply that echoes the request).

@@ -12,7 +12,7 @@ const (
 	// earlier call with the same key. The client never retries a replayed
 	// failure: a retry would get the same one.
 	ReplayedTrailer = "idempotent-replayed"
-	// PushbackTrailer is retry.PushbackHeader in gRPC's lower case: a
+	// PushbackTrailer is pushback.Header in gRPC's lower case: a
 	// server whose own retries gave up (see PushbackUnaryServerInterceptor)
 	// says so, and the client does not retry.
 	PushbackTrailer = "retry-pushback"

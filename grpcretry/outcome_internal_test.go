@@ -72,7 +72,7 @@ func FuzzPushback(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		wait, ok, stop := pushback([]string{s})
+		wait, ok, stop := pushbackMs([]string{s})
 		assert.False(t, ok && stop)
 		assert.True(t, ok || stop)
 		assert.GreaterOrEqual(t, int64(wait), int64(0))

@@ -7,10 +7,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/pushback"
 )
 
-// PushbackUnary is retry.PushbackMiddleware for a gRPC service's unary
+// PushbackUnary is pushback.Middleware for a gRPC service's unary
 // calls (a grpc.UnaryServerInterceptor): it gives each call a context in
 // which the retry loops of its outgoing calls (a Client's, a Transport's,
 // retry.Do) record that they gave up on a failing dependency; a call that
@@ -21,7 +21,7 @@ import (
 // across services. Put it outermost, and make outgoing calls with the
 // handler's context.
 func PushbackUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx = retry.NewPushbackContext(ctx)
+	ctx = pushback.NewContext(ctx)
 	resp, err := handler(ctx, req)
 	if err != nil {
 		pushbackTrailer(ctx, err)
@@ -32,9 +32,9 @@ func PushbackUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handle
 // PushbackStream is PushbackUnary for streams (a
 // grpc.StreamServerInterceptor).
 func PushbackStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx := retry.NewPushbackContext(ss.Context())
+	ctx := pushback.NewContext(ss.Context())
 	err := handler(srv, &pushbackStream{ServerStream: ss, ctx: ctx})
-	if v := retry.PushbackValue(ctx); v != "" && err != nil && !rejection(status.Code(err)) {
+	if v := pushback.Value(ctx); v != "" && err != nil && !rejection(status.Code(err)) {
 		ss.SetTrailer(pushbackMD(v))
 	}
 	return err
@@ -43,7 +43,7 @@ func PushbackStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, han
 // pushbackTrailer sets the pushback trailers of a unary call that failed
 // after an outgoing call gave up.
 func pushbackTrailer(ctx context.Context, err error) {
-	if v := retry.PushbackValue(ctx); v != "" && !rejection(status.Code(err)) {
+	if v := pushback.Value(ctx); v != "" && !rejection(status.Code(err)) {
 		_ = grpc.SetTrailer(ctx, pushbackMD(v))
 	}
 }

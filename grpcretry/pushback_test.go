@@ -37,11 +37,11 @@ func TestPushbackKeepsRetriesAtOneLayer(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
 	next := servePayments(t, false, &payments{}, dead)
 	for range 2 {
-		m := &middle{next: dial(t, next, grpcretry.NewClient(fast, retry.WithRideThrough(retry.RideThrough{Off: true})))}
+		m := &middle{next: dial(t, next, grpcretry.NewClient(fast, retry.WithoutRideThrough()))}
 		next = serve(t, false, func(s *grpc.Server) { paymentspb.RegisterPaymentsServer(s, m) },
 			grpc.ChainUnaryInterceptor(grpcretry.PushbackUnary))
 	}
-	top := dial(t, next, grpcretry.NewClient(fast, retry.WithRideThrough(retry.RideThrough{Off: true})))
+	top := dial(t, next, grpcretry.NewClient(fast, retry.WithoutRideThrough()))
 	var trailer metadata.MD
 	var report retry.Report
 	_, err := top.GetCharge(testCtx(t), &paymentspb.GetChargeRequest{}, grpc.Trailer(&trailer), grpcretry.CallPolicy(retry.WithReport(&report)))
@@ -57,7 +57,7 @@ func TestPushbackKeepsRetriesAtOneLayer(t *testing.T) {
 // grpc-retry-pushback-ms stops it.
 func TestPushbackStopsGrpcGosBuiltInRetry(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
-	m := &middle{next: dial(t, servePayments(t, false, &payments{}, dead), grpcretry.NewClient(fast, retry.WithRideThrough(retry.RideThrough{Off: true})))}
+	m := &middle{next: dial(t, servePayments(t, false, &payments{}, dead), grpcretry.NewClient(fast, retry.WithoutRideThrough()))}
 	front := serve(t, false, func(s *grpc.Server) { paymentspb.RegisterPaymentsServer(s, m) }, grpc.ChainUnaryInterceptor(grpcretry.PushbackUnary))
 	builtIn := dial(t, front, nil, grpc.WithDefaultServiceConfig(`{"methodConfig":[{"name":[{"service":"exactlyonce.grpcretry.payments.Payments"}],
 		"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.001s","maxBackoff":"0.002s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`))
@@ -69,7 +69,7 @@ func TestPushbackStopsGrpcGosBuiltInRetry(t *testing.T) {
 // A rejection is not the dependency's failure: no pushback.
 func TestNoPushbackOnARejection(t *testing.T) {
 	dead := &attempts{script: failFirst(1_000_000, unavailable)}
-	bottom := dial(t, servePayments(t, false, &payments{}, dead), grpcretry.NewClient(fast, retry.WithRideThrough(retry.RideThrough{Off: true})))
+	bottom := dial(t, servePayments(t, false, &payments{}, dead), grpcretry.NewClient(fast, retry.WithoutRideThrough()))
 	rejecting := &rejecter{next: bottom}
 	front := serve(t, false, func(s *grpc.Server) { paymentspb.RegisterPaymentsServer(s, rejecting) }, grpc.ChainUnaryInterceptor(grpcretry.PushbackUnary))
 	var trailer metadata.MD

@@ -30,7 +30,7 @@ func Example_quickStart() {
 		store           idempotency.Store  // pgstore.New(pool) for many instances
 		jsConsumer      jetstream.Consumer // js.CreateOrUpdateConsumer(ctx, stream, config)
 		warehouse       warehouseClient
-		warehouseBudget = retry.DefaultBudget()
+		warehouseBudget = retry.NewBudget(0.1, 1, 20)
 	)
 
 	runner := idempotency.NewRunner(store) // pgstore for many instances

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/natsconsumer"
@@ -36,7 +37,7 @@ func TestTransientFailureRedelivered(t *testing.T) {
 		fx.add(m.Key)
 		return nil
 	})
-	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
+	cfg.Backoff = backoff.FullJitter(time.Millisecond, 10*time.Millisecond)
 	c, err := natsconsumer.New(cons, cfg)
 	require.NoError(t, err)
 	const n = 10
@@ -105,7 +106,7 @@ func TestLastDeliveryParked(t *testing.T) {
 		calls.Add(1)
 		return errFlaky
 	})
-	cfg.Backoff = retry.FullJitter(time.Millisecond, 10*time.Millisecond)
+	cfg.Backoff = backoff.FullJitter(time.Millisecond, 10*time.Millisecond)
 	c, err := natsconsumer.New(cons, cfg)
 	require.NoError(t, err)
 	natstest.Publish(t, js, stream+".orders", "order-1", "2 chairs")
@@ -204,7 +205,7 @@ func TestOutageRiddenThrough(t *testing.T) {
 		return nil
 	})
 	cfg.MaxInFlight = 4
-	cfg.Backoff = retry.FullJitter(time.Millisecond, 20*time.Millisecond)
+	cfg.Backoff = backoff.FullJitter(time.Millisecond, 20*time.Millisecond)
 	c, err := natsconsumer.New(cons, cfg)
 	require.NoError(t, err)
 	const n = 40

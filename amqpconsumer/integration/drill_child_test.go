@@ -62,7 +62,7 @@ func drillChild(schema, queue, depURL string) int {
 	}
 	defer logFile.Close()
 	log := drillLogger(logFile)
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	limit, _ := strconv.Atoi(os.Getenv(drillLimitEnv))
 	c, err := amqpconsumer.New(conn, queue, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
 		drill.Handler(schema, depURL, budget), budget, log), amqpconsumer.WithDeliveryLimit(limit))

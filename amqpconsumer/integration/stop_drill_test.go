@@ -100,7 +100,7 @@ func stopDrill(t *testing.T, limit int, end func([]*drill.Process)) {
 	before := drill.CountEffects(t, pool, schema)
 	dep.SetDown(false)
 
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
 	logs := t.TempDir()
 	newLog, err := os.Create(filepath.Join(logs, "new.log"))

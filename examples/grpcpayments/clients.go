@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/grpcretry"
 )
 
@@ -35,7 +36,7 @@ var clientKinds = []clientKind{
 func ours() []grpc.DialOption {
 	c := grpcretry.NewClient(
 		retry.WithMaxAttempts(maxAttempts),
-		retry.WithBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
+		retry.WithBackoff(backoff.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
 		retry.WithTotalTimeout(chargeTimeout),
 	)
 	return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithChainUnaryInterceptor(c.Unary), grpc.WithChainStreamInterceptor(c.Stream)}

@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 
 	"github.com/exactlyonce/retry/amqpconsumer"
 	"github.com/exactlyonce/retry/idempotency/consumer"
@@ -108,7 +108,7 @@ func (b *rabbitBroker) ours(_ context.Context, inst *instance, cfg consumer.Conf
 	conn := amqpconsumer.NewConn(func(context.Context) (*amqp.Connection, error) {
 		return amqp.DialConfig(b.url, amqp.Config{Dial: inst.dial, Heartbeat: 10 * time.Second})
 	}, amqpconsumer.WithConnLogger(quietLogger()),
-		amqpconsumer.WithRedialBackoff(retry.FullJitter(10*time.Millisecond, time.Second)))
+		amqpconsumer.WithRedialBackoff(backoff.FullJitter(10*time.Millisecond, time.Second)))
 	inst.close = func() { _ = conn.Close() }
 	c, err := conn.NewConsumer(b.queue, cfg)
 	if err != nil {

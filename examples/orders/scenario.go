@@ -243,7 +243,7 @@ func (s *scenario) startOurs(ctx context.Context, inst *instance) (func(context.
 	}
 	runner := idempotency.NewRunner(gate(store, &inst.dead), idempotency.WithLease(ackWait),
 		idempotency.WithObserver(s.observe))
-	inst.budget = retry.DefaultBudget()
+	inst.budget = retry.NewBudget(0.1, 1, 20)
 	cfg := consumer.Config{
 		Runner: runner, Name: consumerName, Handler: s.oursHandler(inst), MaxInFlight: maxInFlight,
 		DependsOn: []*retry.Budget{inst.budget}, Logger: quietLogger(), Observer: s.cfg.telemetry.observer(s.b.name()),

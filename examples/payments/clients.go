@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 )
 
 // Policy shared by both clients, so that only the key differs.
@@ -35,7 +36,7 @@ func newOurs(url string, tel *telemetry) (charger, error) {
 	netTr := http.DefaultTransport.(*http.Transport).Clone()
 	opts := append([]retry.Option{
 		retry.WithMaxAttempts(maxAttempts),
-		retry.WithBackoff(retry.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
+		retry.WithBackoff(backoff.FullJitter(5*time.Millisecond, 50*time.Millisecond)),
 		retry.WithTotalTimeout(chargeTimeout),
 	}, tel.retryOptions()...)
 	tr := retry.NewTransport(tel.transport(netTr), opts...)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/grpcretry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 	"github.com/exactlyonce/retry/idempotency"
@@ -58,7 +59,7 @@ func TestTelemetryOfBothHalves(t *testing.T) {
 
 	runner := idempotency.NewRunner(nil, tel.RunnerOption())
 	dedup := grpcretry.NewServerInterceptor(runner, grpcretry.SingleTenant)
-	retrying := grpcretry.NewClient(tel.Option(), retry.WithBackoff(retry.Constant(0)))
+	retrying := grpcretry.NewClient(tel.Option(), retry.WithBackoff(backoff.Constant(0)))
 	client := serve(t, &flaky{}, retrying, nil, dropFirst(), dedup.Unary)
 	_, err := client.Charge(context.Background(), &paymentspb.ChargeRequest{Account: "acct"})
 	require.NoError(t, err)

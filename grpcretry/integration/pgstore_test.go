@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/grpcretry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
 	"github.com/exactlyonce/retry/idempotency"
@@ -113,7 +114,7 @@ func TestFailedStatementIsRetriedAfresh(t *testing.T) {
 	runner := idempotency.NewRunner(store)
 	dedup := grpcretry.NewServerInterceptor(runner, grpcretry.SingleTenant)
 	var report retry.Report
-	retrying := grpcretry.NewClient(retry.WithBackoff(retry.Constant(0)))
+	retrying := grpcretry.NewClient(retry.WithBackoff(backoff.Constant(0)))
 	client := serve(t, l, retrying, nil, dedup.Unary)
 	reply, err := client.Charge(context.Background(), &paymentspb.ChargeRequest{Account: "acct", AmountCents: 5},
 		grpcretry.CallPolicy(retry.WithReport(&report)))

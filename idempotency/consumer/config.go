@@ -8,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -63,9 +64,9 @@ type Config struct {
 	MaxDeliveries int
 	// Backoff spaces the redeliveries of a message that failed
 	// transiently, by its delivery count, and the runs of a held one
-	// (default: retry.FullJitter with the root's defaults, 100 ms doubling
-	// to 10 s).
-	Backoff retry.Backoff
+	// (default: backoff.FullJitter(100*time.Millisecond, 10*time.Second),
+	// waits of up to 100 ms doubling to 10 s).
+	Backoff backoff.Backoff
 	// DependsOn are the retry budgets of the dependencies the handler
 	// calls through retry.Do with retry.WithBudget: while one says its
 	// dependency is down, the consumer rides the outage through (see the
@@ -128,7 +129,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxDeliveries = DefaultMaxDeliveries
 	}
 	if c.Backoff == nil {
-		c.Backoff = retry.FullJitter(retry.DefaultBackoffBase, retry.DefaultBackoffCap)
+		c.Backoff = backoff.FullJitter(100*time.Millisecond, 10*time.Second)
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = DefaultKeepAlive

@@ -20,6 +20,8 @@ import (
 // packages are the public packages and the file each API goes to.
 var packages = []struct{ dir, file string }{
 	{".", "retry.txt"},
+	{"backoff", "backoff.txt"},
+	{"pushback", "pushback.txt"},
 	{"idempotency", "idempotency.txt"},
 	{"idempotency/storetest", "storetest.txt"},
 	{"idempotency/pgstore", "pgstore.txt"},

@@ -60,7 +60,7 @@ func drillChild(schema, stream, depURL string) int {
 	if err != nil {
 		return fail(err)
 	}
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	c, err := natsconsumer.New(cons, drillConfig(idempotency.NewRunner(store, idempotency.WithLease(drillLease)),
 		drill.Handler(schema, depURL, budget), budget))
 	if err != nil {

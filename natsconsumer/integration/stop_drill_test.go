@@ -97,7 +97,7 @@ func stopDrill(t *testing.T, maxDeliver int, end func([]*drill.Process)) {
 	before := drill.CountEffects(t, pool, schema)
 	dep.SetDown(false)
 
-	budget := retry.DefaultBudget()
+	budget := retry.NewBudget(0.1, 1, 20)
 	runner := idempotency.NewRunner(store, idempotency.WithLease(drillLease))
 	c, err := natsconsumer.New(cons, drillConfig(runner, drill.Handler(schema, dep.URL(), budget), budget))
 	require.NoError(t, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 	"github.com/exactlyonce/retry/opsui"
@@ -152,7 +153,7 @@ func newService(t *testing.T, sc storeCase, pageClock clock.Clock) *service {
 	}))
 	t.Cleanup(s.backend.Close)
 	budget := retry.NewBudget(0.1, 1, 10)
-	s.tr = retry.NewTransport(http.DefaultTransport, retry.WithBackoff(retry.Constant(5*time.Millisecond)), retry.WithBudget(budget))
+	s.tr = retry.NewTransport(http.DefaultTransport, retry.WithBackoff(backoff.Constant(5*time.Millisecond)), retry.WithBudget(budget))
 	s.client = &http.Client{Transport: s.tr}
 	t.Cleanup(s.tr.CloseIdleConnections)
 

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/otelretry"
 )
 
@@ -171,7 +172,7 @@ func scripted(t *testing.T, script []int, header http.Header) *httptest.Server {
 func TestRetriedTwiceThenSuccessful(t *testing.T) {
 	h := newHarness()
 	srv := scripted(t, []int{503, 502, 200}, nil)
-	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
@@ -211,8 +212,8 @@ func TestBudgetDenial(t *testing.T) {
 	h := newHarness()
 	srv := scripted(t, []int{503}, nil)
 	budget := retry.NewBudget(0, 0, 1)
-	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBudget(budget), retry.WithRideThrough(retry.RideThrough{Off: true}),
-		retry.WithBackoff(retry.Constant(time.Millisecond)))
+	tr := retry.NewTransport(nil, h.tel.Option(), retry.WithBudget(budget), retry.WithoutRideThrough(),
+		retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	defer tr.CloseIdleConnections()
 	unregister, err := h.tel.ObserveBudget("dependency", budget)
 	require.NoError(t, err)
@@ -254,7 +255,7 @@ func TestRetryAfterWait(t *testing.T) {
 			}
 			return &http.Response{StatusCode: code, Header: header, Body: http.NoBody, Request: r}, nil
 		})
-		tr := retry.NewTransport(base, h.tel.Option(), retry.WithBackoff(retry.Constant(time.Millisecond)))
+		tr := retry.NewTransport(base, h.tel.Option(), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 		resp, err := (&http.Client{Transport: tr}).Get("http://mem.test/")
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -330,7 +331,7 @@ func TestComposesWithOtelhttp(t *testing.T) {
 	netTr := http.DefaultTransport.(*http.Transport).Clone()
 	defer netTr.CloseIdleConnections()
 	base := otelhttp.NewTransport(otelretry.Resends(netTr), otelhttp.WithTracerProvider(h.tp))
-	tr := retry.NewTransport(base, h.tel.Option(), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	tr := retry.NewTransport(base, h.tel.Option(), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -364,7 +365,7 @@ func TestDo(t *testing.T) {
 			return errFlaky
 		}
 		return nil
-	}, h.tel.Option(), retry.WithBackoff(retry.Constant(time.Millisecond)))
+	}, h.tel.Option(), retry.WithBackoff(backoff.Constant(time.Millisecond)))
 	require.NoError(t, err)
 	logical := h.named("retry")
 	require.Len(t, logical, 1)

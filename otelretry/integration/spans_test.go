@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/otelretry"
 )
 
@@ -136,7 +137,7 @@ func TestNoCredentialsInSpans(t *testing.T) {
 			// An error that names the URL, as url.Error does.
 			return nil, &url.Error{Op: "Get", URL: r.URL.String(), Err: errors.New("connection refused")}
 		})
-		tr := retry.NewTransport(base, h.tel.Option(), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant(0)))
+		tr := retry.NewTransport(base, h.tel.Option(), retry.WithMaxAttempts(2), retry.WithBackoff(backoff.Constant(0)))
 		req, err := http.NewRequest(http.MethodGet, tc.url, nil)
 		require.NoError(t, err)
 		_, err = tr.RoundTrip(req)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -124,7 +124,7 @@ func Covered(f Fault, p Point, on On) bool {
 func config(runner *idempotency.Runner, name string, h consumer.Handler) consumer.Config {
 	return consumer.Config{Runner: runner, Name: name, Handler: h, StopGrace: grace, ReconcileInterval: reconcile,
 		MaxDeliveries: deliveries,
-		Backoff:       retry.FullJitter(time.Millisecond, 20*time.Millisecond),
+		Backoff:       backoff.FullJitter(time.Millisecond, 20*time.Millisecond),
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 

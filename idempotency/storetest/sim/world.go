@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	retry "github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/backoff"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -23,11 +23,11 @@ const (
 	workName     = "sim-work"
 	consumerName = "sim-consumer"
 	maxAttempts  = 3
-	// backoff is every wait of a consumer: no longer than its outage
+	// wait is every wait of a consumer: no longer than its outage
 	// poll (50 ms), so that a consumer that saw its store fail probes
 	// again after one wait (a timer of a gateClock fires once, at its
 	// gate, and never after a Reset).
-	backoff = 50 * time.Millisecond
+	wait = 50 * time.Millisecond
 	// stuckAfter bounds the real time an actor may take to reach its
 	// next gate: past it the simulation is deadlocked (a bug of the
 	// simulation or of the code), not slow.
@@ -130,7 +130,7 @@ func (w *world) spawn(name string, k kind) *actor {
 		Caller:      w.caller,
 		Handler:     w.handle,
 		MaxInFlight: 1,
-		Backoff:     retry.BackoffFunc(func(int, time.Duration, float64) time.Duration { return backoff }),
+		Backoff:     backoff.Func(func(int, time.Duration, float64) time.Duration { return wait }),
 		StopGrace:   time.Hour,
 		Clock:       a.clock,
 		Logger:      w.logger,

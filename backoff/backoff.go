@@ -1,4 +1,8 @@
-package retry
+// Package backoff holds the waits between the attempts of a retry loop:
+// give one to retry.WithBackoff (the default is FullJitter(100*time.Millisecond,
+// 10*time.Second)), or to any other option that takes a Backoff. It uses
+// the standard library only.
+package backoff
 
 import (
 	"math"
@@ -17,15 +21,15 @@ type Backoff interface {
 	Delay(retry int, prev time.Duration, u float64) time.Duration
 }
 
-// BackoffFunc adapts a function to the Backoff interface.
-type BackoffFunc func(retry int, prev time.Duration, u float64) time.Duration
+// Func adapts a function to the Backoff interface.
+type Func func(retry int, prev time.Duration, u float64) time.Duration
 
 // Delay calls f.
-func (f BackoffFunc) Delay(retry int, prev time.Duration, u float64) time.Duration {
+func (f Func) Delay(retry int, prev time.Duration, u float64) time.Duration {
 	return f(retry, prev, u)
 }
 
-var _ Backoff = BackoffFunc(nil)
+var _ Backoff = Func(nil)
 
 // minBase is the smallest base accepted; smaller or zero bases are raised to it.
 const minBase = time.Millisecond
