@@ -9,7 +9,7 @@ import (
 
 // attemptBound is the timeout of the attempt out now and the context it
 // ends, for every protocol the loop serves (a Transport's round trip, a
-// Caller's call). The attempt's context is a child of the loop's that a
+// protocol.Caller's call). The attempt's context is a child of the loop's that a
 // timer cancels: the timer stops when the attempt has its answer (the
 // response's headers, a gRPC reply or first message), and the context ends
 // when the answer is released (a body closed, a stream ended), so a timeout

@@ -135,7 +135,7 @@ type budgetStripe struct {
 // retries per second when it is empty. See Budget for the exact bound and
 // the clamps.
 //
-// NewBudget(0.1, 1, 20) is the budget every Transport, Caller and grpcretry
+// NewBudget(0.1, 1, 20) is the budget every Transport, protocol.Caller and grpcretry
 // client makes for itself unless WithBudget gives one: retries held to 10% of
 // successful traffic (the SRE book's per-client figure), 1 retry per second
 // when empty, 20 tokens to start. Make one of these to share among the
@@ -184,7 +184,7 @@ func NewBudget(ratio, floorPerSecond, capacity float64) *Budget {
 }
 
 // newDefaultBudget returns NewBudget(0.1, 1, 20), the budget a Transport
-// or a Caller makes for itself.
+// or a caller (protocol.Caller) makes for itself.
 func newDefaultBudget() *Budget {
 	return NewBudget(defaultBudgetRatio, defaultBudgetFloor, defaultBudgetCapacity)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/backoff"
+	"github.com/exactlyonce/retry/protocol"
 	"github.com/exactlyonce/retry/pushback"
 )
 
@@ -23,10 +24,10 @@ var errCallFailed = errors.New("call failed")
 
 // script returns an attempt function that answers attempt n with
 // verdicts[n-1] (the last one over and over), and records the keys it saw.
-func script(call *retry.Call, verdicts ...retry.Verdict) (func(context.Context, int, bool) retry.Verdict, *[]string) {
+func script(call *protocol.Call, verdicts ...protocol.Verdict) (func(context.Context, int, bool) protocol.Verdict, *[]string) {
 	var mu sync.Mutex
 	var keys []string
-	return func(_ context.Context, n int, _ bool) retry.Verdict {
+	return func(_ context.Context, n int, _ bool) protocol.Verdict {
 		mu.Lock()
 		keys = append(keys, call.Key)
 		mu.Unlock()
@@ -34,14 +35,14 @@ func script(call *retry.Call, verdicts ...retry.Verdict) (func(context.Context, 
 	}, &keys
 }
 
-var transient = retry.Verdict{Err: errCallFailed, Retry: true}
+var transient = protocol.Verdict{Err: errCallFailed, Retry: true}
 
 func TestCallerRetriesWithOneKey(t *testing.T) {
 	clk := newAutoClock()
-	cl := retry.NewCaller(retry.WithClock(clk))
+	cl := protocol.NewCaller(retry.WithClock(clk))
 	require.NotNil(t, cl.Budget(), "a Caller has a budget of its own")
-	call := &retry.Call{Target: "svc", Method: "/svc/Create"}
-	attempt, keys := script(call, transient, transient, retry.Verdict{Result: "done"})
+	call := &protocol.Call{Target: "svc", Method: "/svc/Create"}
+	attempt, keys := script(call, transient, transient, protocol.Verdict{Result: "done"})
 	var report retry.Report
 	v, err := cl.Run(retry.NewContext(context.Background(), retry.WithReport(&report)), call, attempt)
 	require.NoError(t, err)
@@ -56,22 +57,22 @@ func TestCallerRetriesWithOneKey(t *testing.T) {
 func TestCallerKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		call    retry.Call
+		call    protocol.Call
 		opts    []retry.Option
 		want    string // "" none, "new" a fresh one, else this one
 		retried bool
 	}{
-		{name: "idempotent", call: retry.Call{Idempotent: true}, want: "", retried: true},
-		{name: "keyed", call: retry.Call{}, want: "new", retried: true},
-		{name: "caller's own", call: retry.Call{Key: "mine"}, want: "mine", retried: true},
-		{name: "without keys", call: retry.Call{}, opts: []retry.Option{retry.WithoutKeys()}, want: ""},
-		{name: "marked idempotent", call: retry.Call{}, opts: []retry.Option{retry.WithIdempotent()}, want: "", retried: true},
-		{name: "without retries", call: retry.Call{}, opts: []retry.Option{retry.WithoutRetries()}, want: ""},
+		{name: "idempotent", call: protocol.Call{Idempotent: true}, want: "", retried: true},
+		{name: "keyed", call: protocol.Call{}, want: "new", retried: true},
+		{name: "caller's own", call: protocol.Call{Key: "mine"}, want: "mine", retried: true},
+		{name: "without keys", call: protocol.Call{}, opts: []retry.Option{retry.WithoutKeys()}, want: ""},
+		{name: "marked idempotent", call: protocol.Call{}, opts: []retry.Option{retry.WithIdempotent()}, want: "", retried: true},
+		{name: "without retries", call: protocol.Call{}, opts: []retry.Option{retry.WithoutRetries()}, want: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := retry.NewCaller(append(tc.opts, retry.WithClock(newAutoClock()))...)
+			cl := protocol.NewCaller(append(tc.opts, retry.WithClock(newAutoClock()))...)
 			call := tc.call
-			attempt, keys := script(&call, transient, retry.Verdict{})
+			attempt, keys := script(&call, transient, protocol.Verdict{})
 			_, err := cl.Run(context.Background(), &call, attempt)
 			switch tc.want {
 			case "":
@@ -98,9 +99,9 @@ func TestCallerKeys(t *testing.T) {
 }
 
 func TestCallerTokenKeys(t *testing.T) {
-	cl := retry.NewCaller(retry.WithTokenKeys())
-	call := &retry.Call{}
-	_, err := cl.Run(context.Background(), call, func(context.Context, int, bool) retry.Verdict { return retry.Verdict{} })
+	cl := protocol.NewCaller(retry.WithTokenKeys())
+	call := &protocol.Call{}
+	_, err := cl.Run(context.Background(), call, func(context.Context, int, bool) protocol.Verdict { return protocol.Verdict{} })
 	require.NoError(t, err)
 	assert.Regexp(t, `^[0-9a-f-]{36}$`, call.Key)
 }
@@ -108,25 +109,25 @@ func TestCallerTokenKeys(t *testing.T) {
 func TestCallerVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		verdicts []retry.Verdict
+		verdicts []protocol.Verdict
 		opts     []retry.Option
 		reason   error
 		attempts int
 		waits    []time.Duration
 	}{
-		{name: "final", verdicts: []retry.Verdict{{Err: errCallFailed}}, reason: retry.ErrPermanent, attempts: 1},
-		{name: "stop", verdicts: []retry.Verdict{{Err: errCallFailed, Retry: true, Stop: retry.ErrPushback}}, reason: retry.ErrPushback, attempts: 1},
-		{name: "exhausted", verdicts: []retry.Verdict{transient}, reason: retry.ErrAttemptsExhausted, attempts: 4},
+		{name: "final", verdicts: []protocol.Verdict{{Err: errCallFailed}}, reason: retry.ErrPermanent, attempts: 1},
+		{name: "stop", verdicts: []protocol.Verdict{{Err: errCallFailed, Retry: true, Stop: retry.ErrPushback}}, reason: retry.ErrPushback, attempts: 1},
+		{name: "exhausted", verdicts: []protocol.Verdict{transient}, reason: retry.ErrAttemptsExhausted, attempts: 4},
 		{name: "retry-after floor", attempts: 2,
-			verdicts: []retry.Verdict{{Err: errCallFailed, Retry: true, RetryAfter: 3 * time.Second, HasRetryAfter: true}, {}},
+			verdicts: []protocol.Verdict{{Err: errCallFailed, Retry: true, RetryAfter: 3 * time.Second, HasRetryAfter: true}, {}},
 			waits:    []time.Duration{3 * time.Second}},
 		{name: "retry-after over the cap", reason: retry.ErrRetryAfterTooLong, attempts: 1,
-			verdicts: []retry.Verdict{{Err: errCallFailed, Retry: true, RetryAfter: time.Hour, HasRetryAfter: true}}},
+			verdicts: []protocol.Verdict{{Err: errCallFailed, Retry: true, RetryAfter: time.Hour, HasRetryAfter: true}}},
 		{name: "retry-after past the deadline", reason: retry.ErrDeadline, attempts: 1,
 			opts:     []retry.Option{retry.WithTotalTimeout(2 * time.Second)},
-			verdicts: []retry.Verdict{{Err: errCallFailed, Retry: true, RetryAfter: 5 * time.Second, HasRetryAfter: true}}},
+			verdicts: []protocol.Verdict{{Err: errCallFailed, Retry: true, RetryAfter: 5 * time.Second, HasRetryAfter: true}}},
 		{name: "pending is neither an attempt nor a retry", attempts: 7, opts: []retry.Option{retry.WithMaxAttempts(2), retry.WithBudget(retry.NewBudget(0, 0, 1))},
-			verdicts: []retry.Verdict{
+			verdicts: []protocol.Verdict{
 				{Err: errCallFailed, Retry: true, Pending: true, RetryAfter: time.Second, HasRetryAfter: true},
 				{Err: errCallFailed, Retry: true, Pending: true, RetryAfter: time.Second, HasRetryAfter: true},
 				{Err: errCallFailed, Retry: true, Pending: true, RetryAfter: time.Second, HasRetryAfter: true},
@@ -136,8 +137,8 @@ func TestCallerVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newAutoClock()
-			cl := retry.NewCaller(append([]retry.Option{retry.WithClock(clk), retry.WithBackoff(backoff.Constant(0))}, tc.opts...)...)
-			call := &retry.Call{Target: "t"}
+			cl := protocol.NewCaller(append([]retry.Option{retry.WithClock(clk), retry.WithBackoff(backoff.Constant(0))}, tc.opts...)...)
+			call := &protocol.Call{Target: "t"}
 			attempt, keys := script(call, tc.verdicts...)
 			_, err := cl.Run(context.Background(), call, attempt)
 			assert.Len(t, *keys, tc.attempts)
@@ -156,14 +157,14 @@ func TestCallerVerdicts(t *testing.T) {
 
 func TestCallerAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithAttemptTimeout(50 * time.Millisecond))
-		call := &retry.Call{Idempotent: true}
-		v, err := cl.Run(context.Background(), call, func(ctx context.Context, n int, _ bool) retry.Verdict {
+		cl := protocol.NewCaller(retry.WithAttemptTimeout(50 * time.Millisecond))
+		call := &protocol.Call{Idempotent: true}
+		v, err := cl.Run(context.Background(), call, func(ctx context.Context, n int, _ bool) protocol.Verdict {
 			if n == 1 {
 				<-ctx.Done() // hangs until its timeout cuts it off
-				return retry.Verdict{Err: ctx.Err()}
+				return protocol.Verdict{Err: ctx.Err()}
 			}
-			return retry.Verdict{Result: n}
+			return protocol.Verdict{Result: n}
 		})
 		require.NoError(t, err)
 		assert.Equal(t, 2, v.Result)
@@ -172,10 +173,10 @@ func TestCallerAttemptTimeout(t *testing.T) {
 
 func TestCallerAttemptTimeoutIsAnAttemptTimeoutError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithAttemptTimeout(50*time.Millisecond), retry.WithMaxAttempts(2))
-		_, err := cl.Run(context.Background(), &retry.Call{Idempotent: true}, func(ctx context.Context, _ int, _ bool) retry.Verdict {
+		cl := protocol.NewCaller(retry.WithAttemptTimeout(50*time.Millisecond), retry.WithMaxAttempts(2))
+		_, err := cl.Run(context.Background(), &protocol.Call{Idempotent: true}, func(ctx context.Context, _ int, _ bool) protocol.Verdict {
 			<-ctx.Done()
-			return retry.Verdict{Err: errCallFailed}
+			return protocol.Verdict{Err: errCallFailed}
 		})
 		var timeout *retry.AttemptTimeoutError
 		require.ErrorAs(t, err, &timeout)
@@ -188,11 +189,11 @@ func TestCallerAttemptTimeoutIsAnAttemptTimeoutError(t *testing.T) {
 
 func TestCallerWithoutDeadlineBoundsEachAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithMaxAttempts(1))
+		cl := protocol.NewCaller(retry.WithMaxAttempts(1))
 		start := time.Now()
-		_, err := cl.Run(context.Background(), &retry.Call{Idempotent: true}, func(ctx context.Context, _ int, _ bool) retry.Verdict {
+		_, err := cl.Run(context.Background(), &protocol.Call{Idempotent: true}, func(ctx context.Context, _ int, _ bool) protocol.Verdict {
 			<-ctx.Done()
-			return retry.Verdict{Err: ctx.Err()}
+			return protocol.Verdict{Err: ctx.Err()}
 		})
 		assert.ErrorAs(t, err, new(*retry.AttemptTimeoutError))
 		assert.Equal(t, retry.DefaultAttemptTimeout, time.Since(start))
@@ -205,16 +206,16 @@ func TestCallerHedgesAndKeepsTheWinner(t *testing.T) {
 		var firstCancelled atomic.Bool
 		var won []bool
 		tr := &retry.Trace{Hedged: func(_ context.Context, w bool) { won = append(won, w) }}
-		cl := retry.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond}), retry.WithTrace(tr))
-		call := &retry.Call{Idempotent: true, Hedgeable: true}
-		v, err := cl.Run(context.Background(), call, func(ctx context.Context, n int, hedge bool) retry.Verdict {
+		cl := protocol.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond}), retry.WithTrace(tr))
+		call := &protocol.Call{Idempotent: true, Hedgeable: true}
+		v, err := cl.Run(context.Background(), call, func(ctx context.Context, n int, hedge bool) protocol.Verdict {
 			hedgedSeen.Store(hedge)
 			if n == 1 {
 				<-ctx.Done() // the slow copy: cancelled once the hedge wins
 				firstCancelled.Store(true)
-				return retry.Verdict{Err: ctx.Err(), Retry: true}
+				return protocol.Verdict{Err: ctx.Err(), Retry: true}
 			}
-			return retry.Verdict{Result: "hedge"}
+			return protocol.Verdict{Result: "hedge"}
 		})
 		require.NoError(t, err)
 		assert.Equal(t, "hedge", v.Result)
@@ -227,17 +228,17 @@ func TestCallerHedgesAndKeepsTheWinner(t *testing.T) {
 
 func TestCallerNeverHedgesAHeldOrUnsafeCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: time.Millisecond}), retry.WithoutKeys())
-		for _, call := range []*retry.Call{
+		cl := protocol.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: time.Millisecond}), retry.WithoutKeys())
+		for _, call := range []*protocol.Call{
 			{Idempotent: true, Hedgeable: true, Hold: true},
 			{Hedgeable: true}, // no key: not safe to send twice
 			{Idempotent: true},
 		} {
 			var copies atomic.Int32
-			_, err := cl.Run(context.Background(), call, func(context.Context, int, bool) retry.Verdict {
+			_, err := cl.Run(context.Background(), call, func(context.Context, int, bool) protocol.Verdict {
 				copies.Add(1)
 				time.Sleep(time.Second)
-				return retry.Verdict{}
+				return protocol.Verdict{}
 			})
 			require.NoError(t, err)
 			call.Release()
@@ -248,12 +249,12 @@ func TestCallerNeverHedgesAHeldOrUnsafeCall(t *testing.T) {
 
 func TestCallerHoldLeavesTheContextToRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithTotalTimeout(time.Minute), retry.WithAttemptTimeout(time.Second))
+		cl := protocol.NewCaller(retry.WithTotalTimeout(time.Minute), retry.WithAttemptTimeout(time.Second))
 		var attemptCtx context.Context
-		call := &retry.Call{Idempotent: true, Hold: true}
-		_, err := cl.Run(context.Background(), call, func(ctx context.Context, _ int, _ bool) retry.Verdict {
+		call := &protocol.Call{Idempotent: true, Hold: true}
+		_, err := cl.Run(context.Background(), call, func(ctx context.Context, _ int, _ bool) protocol.Verdict {
 			attemptCtx = ctx
-			return retry.Verdict{}
+			return protocol.Verdict{}
 		})
 		require.NoError(t, err)
 		time.Sleep(2 * time.Second) // past the attempt timeout: it no longer applies
@@ -266,14 +267,14 @@ func TestCallerHoldLeavesTheContextToRelease(t *testing.T) {
 
 func TestCallerEndsContextsOfAnUnheldCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithTotalTimeout(time.Minute))
+		cl := protocol.NewCaller(retry.WithTotalTimeout(time.Minute))
 		var ctxs []context.Context
-		_, err := cl.Run(context.Background(), &retry.Call{Idempotent: true}, func(ctx context.Context, n int, _ bool) retry.Verdict {
+		_, err := cl.Run(context.Background(), &protocol.Call{Idempotent: true}, func(ctx context.Context, n int, _ bool) protocol.Verdict {
 			ctxs = append(ctxs, ctx)
 			if n == 1 {
 				return transient
 			}
-			return retry.Verdict{}
+			return protocol.Verdict{}
 		})
 		require.NoError(t, err)
 		for _, ctx := range ctxs {
@@ -283,18 +284,18 @@ func TestCallerEndsContextsOfAnUnheldCall(t *testing.T) {
 }
 
 func TestCallerInsideDoMakesOneAttemptWithTheLoopsKey(t *testing.T) {
-	cl := retry.NewCaller(retry.WithClock(newAutoClock()))
+	cl := protocol.NewCaller(retry.WithClock(newAutoClock()))
 	var keys []string
 	attempts := 0
 	err := retry.Do(context.Background(), func(ctx context.Context) error {
 		attempts++
-		call := &retry.Call{Target: "t", Method: "/svc/Create"}
-		_, err := cl.Run(ctx, call, func(context.Context, int, bool) retry.Verdict {
+		call := &protocol.Call{Target: "t", Method: "/svc/Create"}
+		_, err := cl.Run(ctx, call, func(context.Context, int, bool) protocol.Verdict {
 			keys = append(keys, call.Key)
 			if attempts < 3 {
 				return transient
 			}
-			return retry.Verdict{}
+			return protocol.Verdict{}
 		})
 		return err
 	}, retry.WithClock(newAutoClock()))
@@ -308,21 +309,21 @@ func TestCallerInsideDoMakesOneAttemptWithTheLoopsKey(t *testing.T) {
 func TestCallerInsideDoMarksItsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		verdict  retry.Verdict
+		verdict  protocol.Verdict
 		attempts int
 	}{
-		{"final", retry.Verdict{Err: errCallFailed}, 1},
-		{"stopped", retry.Verdict{Err: errCallFailed, Retry: true, Stop: retry.ErrPushback}, 1},
+		{"final", protocol.Verdict{Err: errCallFailed}, 1},
+		{"stopped", protocol.Verdict{Err: errCallFailed, Retry: true, Stop: retry.ErrPushback}, 1},
 		{"transient", transient, 4},
-		{"with a wait", retry.Verdict{Err: errCallFailed, Retry: true, RetryAfter: 2 * time.Second, HasRetryAfter: true}, 4},
+		{"with a wait", protocol.Verdict{Err: errCallFailed, Retry: true, RetryAfter: 2 * time.Second, HasRetryAfter: true}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newAutoClock()
-			cl := retry.NewCaller(retry.WithClock(clk))
+			cl := protocol.NewCaller(retry.WithClock(clk))
 			attempts := 0
 			err := retry.Do(context.Background(), func(ctx context.Context) error {
 				attempts++
-				_, err := cl.Run(ctx, &retry.Call{Idempotent: true}, func(context.Context, int, bool) retry.Verdict { return tc.verdict })
+				_, err := cl.Run(ctx, &protocol.Call{Idempotent: true}, func(context.Context, int, bool) protocol.Verdict { return tc.verdict })
 				return err
 			}, retry.WithClock(clk))
 			assert.ErrorIs(t, err, errCallFailed)
@@ -338,27 +339,27 @@ func TestCallerInsideDoMarksItsErrors(t *testing.T) {
 
 func TestCallerRidesThroughPerTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithMaxAttempts(1))
-		down := retry.Verdict{Err: errCallFailed, Failing: true}
+		cl := protocol.NewCaller(retry.WithMaxAttempts(1))
+		down := protocol.Verdict{Err: errCallFailed, Failing: true}
 		for range 8 {
 			// Failures 15 ms apart: the first probe is due 100 ms after
 			// the target went down.
 			time.Sleep(15 * time.Millisecond)
-			_, err := cl.Run(context.Background(), &retry.Call{Target: "dead", Idempotent: true},
-				func(context.Context, int, bool) retry.Verdict { return down })
+			_, err := cl.Run(context.Background(), &protocol.Call{Target: "dead", Idempotent: true},
+				func(context.Context, int, bool) protocol.Verdict { return down })
 			require.ErrorIs(t, err, retry.ErrPermanent)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		calls := 0
-		_, err := cl.Run(ctx, &retry.Call{Target: "dead", Idempotent: true}, func(context.Context, int, bool) retry.Verdict {
+		_, err := cl.Run(ctx, &protocol.Call{Target: "dead", Idempotent: true}, func(context.Context, int, bool) protocol.Verdict {
 			calls++
-			return retry.Verdict{}
+			return protocol.Verdict{}
 		})
 		assert.ErrorIs(t, err, retry.ErrDependencyDown, "a call to a dead target waits for it, within its deadline")
 		assert.Zero(t, calls)
-		_, err = cl.Run(context.Background(), &retry.Call{Target: "alive", Idempotent: true},
-			func(context.Context, int, bool) retry.Verdict { return retry.Verdict{} })
+		_, err = cl.Run(context.Background(), &protocol.Call{Target: "alive", Idempotent: true},
+			func(context.Context, int, bool) protocol.Verdict { return protocol.Verdict{} })
 		assert.NoError(t, err, "another target is not held back")
 		states := map[string]string{}
 		for _, st := range cl.Dependencies() {
@@ -369,20 +370,20 @@ func TestCallerRidesThroughPerTarget(t *testing.T) {
 }
 
 func TestCallerRejectionsDoNotTakeATargetDown(t *testing.T) {
-	cl := retry.NewCaller()
+	cl := protocol.NewCaller()
 	for range 20 {
-		_, err := cl.Run(context.Background(), &retry.Call{Target: "t", Idempotent: true},
-			func(context.Context, int, bool) retry.Verdict { return retry.Verdict{Err: errCallFailed} })
+		_, err := cl.Run(context.Background(), &protocol.Call{Target: "t", Idempotent: true},
+			func(context.Context, int, bool) protocol.Verdict { return protocol.Verdict{Err: errCallFailed} })
 		require.ErrorIs(t, err, retry.ErrPermanent)
 	}
 	assert.Equal(t, "up", cl.Dependencies()[0].State)
 }
 
 func TestCallerGiveUpIsRecordedForPushback(t *testing.T) {
-	cl := retry.NewCaller(retry.WithClock(newAutoClock()))
+	cl := protocol.NewCaller(retry.WithClock(newAutoClock()))
 	ctx := pushback.NewContext(context.Background())
 	assert.Empty(t, pushback.Value(ctx))
-	_, err := cl.Run(ctx, &retry.Call{Idempotent: true}, func(context.Context, int, bool) retry.Verdict { return transient })
+	_, err := cl.Run(ctx, &protocol.Call{Idempotent: true}, func(context.Context, int, bool) protocol.Verdict { return transient })
 	require.ErrorIs(t, err, retry.ErrAttemptsExhausted)
 	assert.Equal(t, "exhausted", pushback.Value(ctx))
 	assert.Empty(t, pushback.Value(context.Background()))
@@ -411,12 +412,12 @@ func TestCallerTraces(t *testing.T) {
 		},
 		End: func(_ context.Context, r retry.Report) { note("end " + r.String()) },
 	}
-	cl := retry.NewCaller(retry.WithClock(newAutoClock()), retry.WithTrace(tr))
-	_, err := cl.Run(context.Background(), &retry.Call{Idempotent: true}, func(_ context.Context, n int, _ bool) retry.Verdict {
+	cl := protocol.NewCaller(retry.WithClock(newAutoClock()), retry.WithTrace(tr))
+	_, err := cl.Run(context.Background(), &protocol.Call{Idempotent: true}, func(_ context.Context, n int, _ bool) protocol.Verdict {
 		if n == 1 {
 			return transient
 		}
-		return retry.Verdict{}
+		return protocol.Verdict{}
 	})
 	require.NoError(t, err)
 	assert.Equal(t, "start attempt failed attempt ok end 2 attempts, succeeded", strings.Join(events, " "))
@@ -424,10 +425,10 @@ func TestCallerTraces(t *testing.T) {
 
 func TestCallerPanicReleasesTheCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithTotalTimeout(time.Minute), retry.WithAttemptTimeout(time.Second))
+		cl := protocol.NewCaller(retry.WithTotalTimeout(time.Minute), retry.WithAttemptTimeout(time.Second))
 		var attemptCtx context.Context
 		assert.Panics(t, func() {
-			cl.Run(context.Background(), &retry.Call{Idempotent: true}, func(ctx context.Context, _ int, _ bool) retry.Verdict {
+			cl.Run(context.Background(), &protocol.Call{Idempotent: true}, func(ctx context.Context, _ int, _ bool) protocol.Verdict {
 				attemptCtx = ctx
 				panic("boom")
 			})

@@ -50,6 +50,6 @@ const (
 	defaultMaxWaiters = 10_000
 )
 
-// DefaultKeyHeader is the header that carries the idempotency key, unless
+// defaultKeyHeader is the header that carries the idempotency key, unless
 // WithKeyHeader names another.
-const DefaultKeyHeader = "Idempotency-Key"
+const defaultKeyHeader = "Idempotency-Key"

@@ -79,10 +79,12 @@
 //
 // # Other protocols
 //
-// A Caller runs the calls of another protocol on the same loop, from the
-// same Options: module github.com/exactlyonce/retry/grpcretry builds its
-// gRPC client interceptors on it, and its server interceptors on package
-// pushback and package idempotency.
+// Package github.com/exactlyonce/retry/protocol runs the calls of another
+// protocol on the same loop, from the same Options (its Caller, Call and
+// Verdict are for the authors of integrations, as database/sql/driver is
+// beside database/sql): module github.com/exactlyonce/retry/grpcretry
+// builds its gRPC client interceptors on it, and its server interceptors
+// on package pushback and package idempotency.
 //
 // The server half, which turns a repeated request into a replay of the first
 // outcome, is package github.com/exactlyonce/retry/idempotency.

@@ -11,10 +11,11 @@ import (
 
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/backoff"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // gateOf returns what the Caller knows of target.
-func gateOf(t *testing.T, cl *retry.Caller, target string) retry.DependencyStats {
+func gateOf(t *testing.T, cl *protocol.Caller, target string) retry.DependencyStats {
 	t.Helper()
 	for _, st := range cl.Dependencies() {
 		if st.Name == target {
@@ -26,14 +27,14 @@ func gateOf(t *testing.T, cl *retry.Caller, target string) retry.DependencyStats
 }
 
 // runOnce runs one call to target whose attempts all end with v.
-func runOnce(ctx context.Context, cl *retry.Caller, target string, v retry.Verdict) error {
-	_, err := cl.Run(ctx, &retry.Call{Target: target, Key: "k"}, func(context.Context, int, bool) retry.Verdict { return v })
+func runOnce(ctx context.Context, cl *protocol.Caller, target string, v protocol.Verdict) error {
+	_, err := cl.Run(ctx, &protocol.Call{Target: target, Key: "k"}, func(context.Context, int, bool) protocol.Verdict { return v })
 	return err
 }
 
 var (
-	failingVerdict  = retry.Verdict{Err: errCallFailed, Retry: true, Failing: true}
-	rejectedVerdict = retry.Verdict{Err: errCallFailed, Answered: true}
+	failingVerdict  = protocol.Verdict{Err: errCallFailed, Retry: true, Failing: true}
+	rejectedVerdict = protocol.Verdict{Err: errCallFailed, Answered: true}
 )
 
 // A target that answers is alive, whatever it answers: an earlier copy
@@ -41,13 +42,13 @@ var (
 // down.
 func TestCallerPendingAnswersKeepATargetUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithBackoff(backoff.Constant(time.Millisecond)))
+		cl := protocol.NewCaller(retry.WithBackoff(backoff.Constant(time.Millisecond)))
 		answers := 0
-		_, err := cl.Run(context.Background(), &retry.Call{Target: "t", Key: "k"}, func(context.Context, int, bool) retry.Verdict {
+		_, err := cl.Run(context.Background(), &protocol.Call{Target: "t", Key: "k"}, func(context.Context, int, bool) protocol.Verdict {
 			if answers++; answers <= 20 {
-				return retry.Verdict{Err: errCallFailed, Retry: true, Pending: true, Answered: true}
+				return protocol.Verdict{Err: errCallFailed, Retry: true, Pending: true, Answered: true}
 			}
-			return retry.Verdict{}
+			return protocol.Verdict{}
 		})
 		require.NoError(t, err)
 		assert.Equal(t, 21, answers)
@@ -60,7 +61,7 @@ func TestCallerPendingAnswersKeepATargetUp(t *testing.T) {
 // An answered rejection ends the streak of failures.
 func TestCallerRejectionEndsTheFailureStreak(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithMaxAttempts(1))
+		cl := protocol.NewCaller(retry.WithMaxAttempts(1))
 		for range 7 {
 			require.Error(t, runOnce(context.Background(), cl, "t", failingVerdict))
 		}
@@ -77,7 +78,7 @@ func TestCallerRejectionEndsTheFailureStreak(t *testing.T) {
 // A probe answered with a rejection ends the outage: the target answers.
 func TestCallerProbeAnsweredWithARejectionEndsTheOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithMaxAttempts(1))
+		cl := protocol.NewCaller(retry.WithMaxAttempts(1))
 		for range 8 {
 			require.Error(t, runOnce(context.Background(), cl, "t", failingVerdict))
 		}
@@ -88,7 +89,7 @@ func TestCallerProbeAnsweredWithARejectionEndsTheOutage(t *testing.T) {
 		st := gateOf(t, cl, "t")
 		assert.Equal(t, uint64(1), st.Probes)
 		assert.Equal(t, "up", st.State)
-		require.NoError(t, runOnce(context.Background(), cl, "t", retry.Verdict{}), "the next call goes at once")
+		require.NoError(t, runOnce(context.Background(), cl, "t", protocol.Verdict{}), "the next call goes at once")
 	})
 }
 
@@ -97,13 +98,13 @@ func TestCallerProbeAnsweredWithARejectionEndsTheOutage(t *testing.T) {
 // target down.
 func TestCallerUnansweredProbeLeavesTheTargetDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := retry.NewCaller(retry.WithMaxAttempts(1))
+		cl := protocol.NewCaller(retry.WithMaxAttempts(1))
 		for range 8 {
 			require.Error(t, runOnce(context.Background(), cl, "t", failingVerdict))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		require.Error(t, runOnce(ctx, cl, "t", retry.Verdict{Err: context.Canceled}))
+		require.Error(t, runOnce(ctx, cl, "t", protocol.Verdict{Err: context.Canceled}))
 		assert.Equal(t, "down", gateOf(t, cl, "t").State)
 	})
 }

@@ -15,7 +15,7 @@ import (
 const maxDependencies = 1024
 
 // gateSet holds the gates of the dependencies one client sends to, by name
-// (a Transport's hosts, a Caller's targets): made on first use, forgotten
+// (a Transport's hosts, a caller's targets): made on first use, forgotten
 // once idle when there are many.
 type gateSet struct {
 	deps     sync.Map // name -> *dependency

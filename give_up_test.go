@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 	"github.com/exactlyonce/retry/pushback"
 )
 
@@ -106,9 +107,9 @@ func TestAPushbackPastTheDeadlineKeepsTheServersAnswer(t *testing.T) {
 		assert.Zero(t, time.Since(start), "no wait")
 		check(t, err)
 
-		v, err := retry.NewCaller().Run(ctx, &retry.Call{Target: "t", Idempotent: true},
-			func(context.Context, int, bool) retry.Verdict {
-				return retry.Verdict{Err: answer, Retry: true, Failing: true, RetryAfter: 5 * time.Second,
+		v, err := protocol.NewCaller().Run(ctx, &protocol.Call{Target: "t", Idempotent: true},
+			func(context.Context, int, bool) protocol.Verdict {
+				return protocol.Verdict{Err: answer, Retry: true, Failing: true, RetryAfter: 5 * time.Second,
 					HasRetryAfter: true, Result: "trailers"}
 			})
 		assert.Zero(t, time.Since(start), "no wait")

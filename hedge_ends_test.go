@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // Nothing of a call runs after Run returned: the losing copy of a hedged
@@ -19,9 +20,9 @@ import (
 func TestCallerHedgeLoserEndsBeforeRunReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var running atomic.Int32
-		cl := retry.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond}))
-		call := &retry.Call{Idempotent: true, Hedgeable: true}
-		v, err := cl.Run(context.Background(), call, func(ctx context.Context, n int, _ bool) retry.Verdict {
+		cl := protocol.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond}))
+		call := &protocol.Call{Idempotent: true, Hedgeable: true}
+		v, err := cl.Run(context.Background(), call, func(ctx context.Context, n int, _ bool) protocol.Verdict {
 			running.Add(1)
 			defer running.Add(-1)
 			if n == 1 {
@@ -29,9 +30,9 @@ func TestCallerHedgeLoserEndsBeforeRunReturns(t *testing.T) {
 				for range 1000 {
 					runtime.Gosched() // still at work on the caller's things
 				}
-				return retry.Verdict{Err: ctx.Err(), Retry: true}
+				return protocol.Verdict{Err: ctx.Err(), Retry: true}
 			}
-			return retry.Verdict{Result: "hedge"}
+			return protocol.Verdict{Result: "hedge"}
 		})
 		require.NoError(t, err)
 		assert.Equal(t, "hedge", v.Result)

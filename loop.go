@@ -29,7 +29,7 @@ type outcome struct {
 	// its outcome.
 	pending bool
 	// answered: the dependency answered, whatever it answered (see
-	// Verdict.Answered; an HTTP response always is one).
+	// protocol.Verdict.Answered; an HTTP response always is one).
 	answered bool
 	// unproven: stop is ErrNotIdempotent for a keyed request whose server
 	// has not shown yet that it honours keys; a retry could get past the

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // errFirstAttempt fails an operation's first attempt after its nested calls.
@@ -43,14 +44,14 @@ func (k *nestedKeys) of(call string) []string {
 // nestedCalls makes the keyed calls of one attempt of an operation: two
 // POSTs to the same URL through a Transport, a Caller's call, and a POST
 // through the Transport from a Do nested in the attempt.
-func nestedCalls(ctx context.Context, client *http.Client, url string, cl *retry.Caller, keys *nestedKeys) error {
+func nestedCalls(ctx context.Context, client *http.Client, url string, cl *protocol.Caller, keys *nestedKeys) error {
 	for range 2 {
 		if err := post(ctx, client, url+"/charge"); err != nil {
 			return err
 		}
 	}
-	call := &retry.Call{Target: "payments", Method: "/payments.Payments/Charge"}
-	if _, err := cl.Run(ctx, call, func(context.Context, int, bool) retry.Verdict { return retry.Verdict{} }); err != nil {
+	call := &protocol.Call{Target: "payments", Method: "/payments.Payments/Charge"}
+	if _, err := cl.Run(ctx, call, func(context.Context, int, bool) protocol.Verdict { return protocol.Verdict{} }); err != nil {
 		return err
 	}
 	keys.add("caller", call.Key)
@@ -69,13 +70,13 @@ func TestNestedKeysHoldThroughEveryEntryPoint(t *testing.T) {
 			return retry.Do(ctx, op, retry.WithClock(newAutoClock()))
 		},
 		"Caller": func(ctx context.Context, op func(context.Context) error) error {
-			cl := retry.NewCaller(retry.WithClock(newAutoClock()))
-			_, err := cl.Run(ctx, &retry.Call{Target: "orders", Method: "/orders.Orders/Place"},
-				func(ctx context.Context, _ int, _ bool) retry.Verdict {
+			cl := protocol.NewCaller(retry.WithClock(newAutoClock()))
+			_, err := cl.Run(ctx, &protocol.Call{Target: "orders", Method: "/orders.Orders/Place"},
+				func(ctx context.Context, _ int, _ bool) protocol.Verdict {
 					if err := op(ctx); err != nil {
-						return retry.Verdict{Err: err, Retry: true}
+						return protocol.Verdict{Err: err, Retry: true}
 					}
-					return retry.Verdict{}
+					return protocol.Verdict{}
 				})
 			return err
 		},
@@ -84,7 +85,7 @@ func TestNestedKeysHoldThroughEveryEntryPoint(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv, server := newKeysServer(t)
 			client, _ := newClient(t)
-			cl := retry.NewCaller()
+			cl := protocol.NewCaller()
 			var keys nestedKeys
 			attempts := 0
 			err := run(t.Context(), func(ctx context.Context) error {
@@ -118,24 +119,24 @@ func TestNestedKeysHoldThroughEveryEntryPoint(t *testing.T) {
 // first, so the service downstream runs each once.
 func TestNestedKeysAreTheSameInBothCopiesOfAHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inner := retry.NewCaller()
+		inner := protocol.NewCaller()
 		var keys nestedKeys
 		hedged := make(chan struct{})
-		cl := retry.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond}))
-		call := &retry.Call{Target: "orders", Method: "/orders.Orders/Place", Hedgeable: true}
-		_, err := cl.Run(t.Context(), call, func(ctx context.Context, n int, _ bool) retry.Verdict {
+		cl := protocol.NewCaller(retry.WithHedging(retry.Hedging{MinDelay: 10 * time.Millisecond}))
+		call := &protocol.Call{Target: "orders", Method: "/orders.Orders/Place", Hedgeable: true}
+		_, err := cl.Run(t.Context(), call, func(ctx context.Context, n int, _ bool) protocol.Verdict {
 			for range 2 {
-				nested := &retry.Call{Target: "payments", Method: "/payments.Payments/Charge"}
-				_, err := inner.Run(ctx, nested, func(context.Context, int, bool) retry.Verdict { return retry.Verdict{} })
+				nested := &protocol.Call{Target: "payments", Method: "/payments.Payments/Charge"}
+				_, err := inner.Run(ctx, nested, func(context.Context, int, bool) protocol.Verdict { return protocol.Verdict{} })
 				assert.NoError(t, err)
 				keys.add("copy"+string(rune('0'+n)), nested.Key)
 			}
 			if n == 1 {
 				<-hedged // slow: the hedge goes, and wins
-				return retry.Verdict{Err: ctx.Err(), Retry: true}
+				return protocol.Verdict{Err: ctx.Err(), Retry: true}
 			}
 			close(hedged)
-			return retry.Verdict{}
+			return protocol.Verdict{}
 		})
 		require.NoError(t, err)
 		first, second := keys.of("copy1"), keys.of("copy2")

@@ -185,7 +185,7 @@ func WithClock(clk clock.Clock) Option {
 
 // WithBudget makes every retry ask b first, and every success earn for it. One
 // Budget may be shared by many Transports and Do calls. Do uses a budget only
-// when given one; a Transport (or a Caller) makes its own NewBudget(0.1, 1, 20)
+// when given one; a Transport (or a protocol.Caller) makes its own NewBudget(0.1, 1, 20)
 // unless given one: retries held to 10% of successes, 20 tokens to start, 1
 // retry per second when empty.
 // WithBudget(nil) means no limit.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/backoff"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // An operation that panics does not leave its contexts, or their timers,
@@ -219,18 +220,18 @@ func TestPanickingCallerCallIsToldToTheTrace(t *testing.T) {
 			told = append(told, v)
 		},
 	}
-	cl := retry.NewCaller(retry.WithTrace(tr))
+	cl := protocol.NewCaller(retry.WithTrace(tr))
 	assert.PanicsWithValue(t, "boom", func() {
-		_, _ = cl.Run(context.Background(), &retry.Call{Idempotent: true},
-			func(context.Context, int, bool) retry.Verdict { panic("boom") })
+		_, _ = cl.Run(context.Background(), &protocol.Call{Idempotent: true},
+			func(context.Context, int, bool) protocol.Verdict { panic("boom") })
 	})
 	require.NotNil(t, loopCtx)
 	assert.Equal(t, "loop", loopCtx.Value(key{}))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = cl.Run(context.Background(), &retry.Call{Idempotent: true},
-			func(context.Context, int, bool) retry.Verdict { runtime.Goexit(); return retry.Verdict{} })
+		_, _ = cl.Run(context.Background(), &protocol.Call{Idempotent: true},
+			func(context.Context, int, bool) protocol.Verdict { runtime.Goexit(); return protocol.Verdict{} })
 	}()
 	<-done
 	assert.Equal(t, []any{"boom", nil}, told)

@@ -44,7 +44,7 @@ import (
 // lengthening the probe interval.
 //
 // When an attempt is answered again (a success, a rejection, a keyed 409;
-// for a Caller, a Verdict that is Answered or Pending and not Failing),
+// for a protocol.Caller, a Verdict that is Answered or Pending and not Failing),
 // requests are let go by what the dependency shows it can take, as TCP's
 // slow start: at first four attempts may be out at once, each answer in
 // time lets one more go (the window doubles with every round answered in

@@ -7,11 +7,11 @@ import (
 )
 
 // Trace is a set of hooks called as a retry loop (a Do call, a
-// Transport's RoundTrip or a Caller's Run) runs, for tracing and metrics; module
-// github.com/exactlyonce/retry/otelretry fills them for OpenTelemetry. Any
-// hook may be nil. Hooks run on the goroutine that makes the call they
-// report (a hedge's on its own), must not block, and must be safe for
-// concurrent use. With no Trace, none of this costs anything.
+// Transport's RoundTrip or a protocol.Caller's Run) runs, for tracing and
+// metrics; module github.com/exactlyonce/retry/otelretry fills them for
+// OpenTelemetry. Any hook may be nil. Hooks run on the goroutine that makes
+// the call they report (a hedge's on its own), must not block, and must be
+// safe for concurrent use. With no Trace, none of this costs anything.
 type Trace struct {
 	// Start is called when a logical request begins, with the request for a
 	// Transport (nil for Do). The context it returns is the loop's: every
@@ -41,7 +41,7 @@ type Trace struct {
 	// End is called when the logical request ended, with its report.
 	End func(ctx context.Context, r Report)
 	// Panicked is called instead of End when a Do call, a RoundTrip or a
-	// Caller's Run panics (the operation, the base RoundTripper, the
+	// protocol.Caller's Run panics (the operation, the base RoundTripper, the
 	// Caller's attempt or a hook did), with the loop's context and the
 	// value the panic carries (nil when the goroutine exits, as
 	// runtime.Goexit does); the panic goes on when it returns. An attempt

@@ -20,15 +20,15 @@ type httpConfig struct {
 }
 
 func defaultHTTPConfig() httpConfig {
-	return httpConfig{keyHeader: DefaultKeyHeader, bodyLimit: defaultBodyBufferLimit}
+	return httpConfig{keyHeader: defaultKeyHeader, bodyLimit: defaultBodyBufferLimit}
 }
 
 // WithKeyHeader sets the header that carries the idempotency key (default
-// DefaultKeyHeader, "Idempotency-Key"). An empty name restores the default.
+// Idempotency-Key). An empty name restores the default.
 func WithKeyHeader(name string) Option {
 	return optionFunc(func(c *config) {
 		if name == "" {
-			name = DefaultKeyHeader
+			name = defaultKeyHeader
 		}
 		c.http.keyHeader = http.CanonicalHeaderKey(name)
 	})

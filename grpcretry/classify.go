@@ -10,17 +10,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // verdictOf classifies one attempt by its status and trailers (see the
 // package documentation's table); keyed says the call carries an
 // idempotency key, retryable are the codes the call retries
 // (RetryableCodes). A nil err is a success.
-func verdictOf(err error, trailer metadata.MD, keyed bool, retryable codeSet) retry.Verdict {
+func verdictOf(err error, trailer metadata.MD, keyed bool, retryable codeSet) protocol.Verdict {
 	if err == nil {
-		return retry.Verdict{}
+		return protocol.Verdict{}
 	}
-	v := retry.Verdict{Err: err}
+	v := protocol.Verdict{Err: err}
 	st, _ := status.FromError(err)
 	code := st.Code()
 	details := st.Details()

@@ -4,6 +4,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // Client holds the retry policy of a gRPC client: its interceptors, Unary
@@ -30,7 +31,7 @@ import (
 // outages and its own latency estimate. A Client is safe for concurrent
 // use and immutable once built.
 type Client struct {
-	caller  *retry.Caller
+	caller  *protocol.Caller
 	methods methods
 	keys    keyTargets // the targets that have shown they honour keys
 }
@@ -45,7 +46,7 @@ type Client struct {
 // connection), nor does retry.WithKeyHeader: the key travels as
 // KeyMetadata.
 func NewClient(opts ...retry.Option) *Client {
-	return &Client{caller: retry.NewCaller(opts...)}
+	return &Client{caller: protocol.NewCaller(opts...)}
 }
 
 // Budget returns the Client's retry budget (nil when unlimited), for its

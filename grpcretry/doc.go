@@ -1,8 +1,9 @@
 // Package grpcretry brings exactlyonce to gRPC: client interceptors that
 // retry only what is safe, at one layer, within a budget and a deadline,
-// on the same loop as the HTTP Transport and retry.Do (retry.Caller), and a
-// server interceptor on idempotency.Runner that runs each keyed call once
-// and replays its outcome to every repeat. It is a module of its own, so
+// on the same loop as the HTTP Transport and retry.Do (a protocol.Caller,
+// of package github.com/exactlyonce/retry/protocol), and a server
+// interceptor on idempotency.Runner that runs each keyed call once and
+// replays its outcome to every repeat. It is a module of its own, so
 // gRPC never reaches users of the HTTP half.
 //
 // # Wiring

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // keyTargets are the targets that have shown they honour idempotency keys:
@@ -48,7 +49,7 @@ func (k *keyTargets) saw(target string) {
 // target not known to honour keys is not retried (retry.ErrNotIdempotent);
 // one that proves the call never left (its connection could not be made)
 // is.
-func (k *keyTargets) judge(call *retry.Call, v retry.Verdict, trailer metadata.MD) retry.Verdict {
+func (k *keyTargets) judge(call *protocol.Call, v protocol.Verdict, trailer metadata.MD) protocol.Verdict {
 	if call.Idempotent || call.Key == "" {
 		return v
 	}

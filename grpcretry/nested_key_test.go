@@ -11,6 +11,7 @@ import (
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/grpcretry"
 	"github.com/exactlyonce/retry/grpcretry/paymentspb"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // A gRPC call nested in a retry loop keeps its key on every attempt of the
@@ -26,12 +27,12 @@ func TestNestedCallKeepsItsKeyThroughEveryLoop(t *testing.T) {
 			return retry.Do(ctx, op, fast)
 		},
 		"Caller": func(ctx context.Context, op func(context.Context) error) error {
-			_, err := retry.NewCaller(fast).Run(ctx, &retry.Call{Target: "orders", Method: "/orders.Orders/Place"},
-				func(ctx context.Context, _ int, _ bool) retry.Verdict {
+			_, err := protocol.NewCaller(fast).Run(ctx, &protocol.Call{Target: "orders", Method: "/orders.Orders/Place"},
+				func(ctx context.Context, _ int, _ bool) protocol.Verdict {
 					if err := op(ctx); err != nil {
-						return retry.Verdict{Err: err, Retry: true}
+						return protocol.Verdict{Err: err, Retry: true}
 					}
-					return retry.Verdict{}
+					return protocol.Verdict{}
 				})
 			return err
 		},

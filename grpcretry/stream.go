@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // Stream is the Client's stream client interceptor (a
@@ -47,7 +47,7 @@ func (c *Client) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	}
 	s := &serverStream{
 		c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer,
-		call:  retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe(), Hold: true},
+		call:  protocol.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe(), Hold: true},
 		codes: set,
 	}
 	s.call.Options = policyOf(opts)
@@ -74,7 +74,7 @@ type serverStream struct {
 	method   string
 	streamer grpc.Streamer
 	opts     []grpc.CallOption // the caller's but grpc.OnFinish, and one that reads the trailer
-	call     retry.Call
+	call     protocol.Call
 	codes    codeSet // the codes retried (RetryableCodes)
 	addKey   bool
 	finish   callFinish     // the caller's grpc.OnFinish callbacks: run once, when the call ends
@@ -183,8 +183,8 @@ func (s *serverStream) start(first any, header bool) error {
 		return s.err
 	}
 	var got grpc.ClientStream // the last attempt's stream; nil when it ended at once
-	_, err := s.c.caller.Run(s.ctx, &s.call, func(ctx context.Context, _ int, _ bool) retry.Verdict {
-		var v retry.Verdict
+	_, err := s.c.caller.Run(s.ctx, &s.call, func(ctx context.Context, _ int, _ bool) protocol.Verdict {
+		var v protocol.Verdict
 		got, v = s.open(ctx, first, header)
 		return v
 	})
@@ -209,7 +209,7 @@ func (s *serverStream) start(first any, header bool) error {
 // open makes one attempt: opens a stream, sends the request and waits for
 // the first reply (or the header). A stream that ended well at once is a
 // success with a nil stream.
-func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.ClientStream, retry.Verdict) {
+func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.ClientStream, protocol.Verdict) {
 	ctx = withKey(ctx, &s.call, s.addKey)
 	s.trailer = nil
 	keyed := s.call.Key != ""
@@ -237,9 +237,9 @@ func (s *serverStream) open(ctx context.Context, first any, header bool) (grpc.C
 	}
 	switch {
 	case err == nil:
-		return cs, retry.Verdict{}
+		return cs, protocol.Verdict{}
 	case errors.Is(err, io.EOF):
-		return nil, retry.Verdict{}
+		return nil, protocol.Verdict{}
 	}
 	return nil, verdictOf(err, s.trailer, keyed, s.codes)
 }

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/exactlyonce/retry"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // Unary is the Client's unary client interceptor (a
@@ -25,7 +25,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 	u := &unaryCall{
 		keys:   &c.keys,
 		method: method, req: req, reply: reply, cc: cc, invoker: invoker,
-		call: retry.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe()},
+		call: protocol.Call{Target: cc.Target(), Method: method, Idempotent: c.methods.info(method).safe()},
 	}
 	u.call.Options = policyOf(opts)
 	opts, finish := takeOnFinish(opts)
@@ -53,7 +53,7 @@ func (c *Client) Unary(ctx context.Context, method string, req, reply any, cc *g
 
 // unaryCall is one unary call through the Client: what each attempt needs.
 type unaryCall struct {
-	call       retry.Call
+	call       protocol.Call
 	method     string
 	req, reply any
 	cc         *grpc.ClientConn
@@ -76,7 +76,7 @@ func (u *unaryCall) ownKey(ctx context.Context) {
 }
 
 // attempt makes attempt n of the call under ctx.
-func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) retry.Verdict {
+func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) protocol.Verdict {
 	ctx = withKey(ctx, &u.call, u.addKey)
 	if hedge {
 		return u.copy(ctx)
@@ -88,7 +88,7 @@ func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) retry.Verdic
 
 // copy makes one copy of a hedged attempt, into a reply, header, trailer
 // and peer of its own: the other copy runs at the same time.
-func (u *unaryCall) copy(ctx context.Context) retry.Verdict {
+func (u *unaryCall) copy(ctx context.Context) protocol.Verdict {
 	h := &hedgeCopy{reply: u.reply.(proto.Message).ProtoReflect().New().Interface()}
 	opts := make([]grpc.CallOption, 0, len(u.opts)+2)
 	for _, o := range u.opts {
@@ -156,7 +156,7 @@ func blank(v string) bool {
 
 // withKey adds the call's key to ctx's outgoing metadata, when the Client
 // made it. A blank key the caller sent is replaced.
-func withKey(ctx context.Context, call *retry.Call, add bool) context.Context {
+func withKey(ctx context.Context, call *protocol.Call, add bool) context.Context {
 	if !add || call.Key == "" {
 		return ctx
 	}

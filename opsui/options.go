@@ -7,6 +7,7 @@ import (
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
+	"github.com/exactlyonce/retry/protocol"
 )
 
 // DefaultPath is where a service usually mounts the page.
@@ -74,7 +75,7 @@ type Client struct {
 	// Name names the client on the page.
 	Name string
 	// Dependencies returns what the client knows of each dependency
-	// (Transport.Dependencies or Caller.Dependencies).
+	// (Transport.Dependencies or protocol.Caller.Dependencies).
 	Dependencies func() []retry.DependencyStats
 	// Budget is the client's retry budget, or nil.
 	Budget *retry.Budget
@@ -86,8 +87,9 @@ func TransportClient(name string, t *retry.Transport) Client {
 	return Client{Name: name, Dependencies: t.Dependencies, Budget: t.Budget()}
 }
 
-// CallerClient returns the Client of a Caller: its targets and its budget.
-func CallerClient(name string, c *retry.Caller) Client {
+// CallerClient returns the Client of a protocol.Caller: its targets and its
+// budget.
+func CallerClient(name string, c *protocol.Caller) Client {
 	return Client{Name: name, Dependencies: c.Dependencies, Budget: c.Budget()}
 }
 

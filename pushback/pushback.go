@@ -1,10 +1,10 @@
 // Package pushback is the server half of "retries at one layer" across
-// services: a service whose own outgoing retries (package retry's Transport,
-// Do or Caller) gave up on a failing dependency tells its callers not to
-// retry it, with a 5xx that carries Header. The retry package's Transport
-// never retries a response that carries it, so three services chained in
-// front of a dead dependency cost about one attempt per request at the
-// bottom instead of 4 x 4 x 4.
+// services: a service whose own outgoing retries (package retry's Transport
+// or Do, package protocol's Caller) gave up on a failing dependency tells
+// its callers not to retry it, with a 5xx that carries Header. The retry
+// package's Transport never retries a response that carries it, so three
+// services chained in front of a dead dependency cost about one attempt per
+// request at the bottom instead of 4 x 4 x 4.
 //
 // Wrap every HTTP service that calls out with Middleware, and make the
 // outgoing calls with the request's context. Module grpcretry's
@@ -32,7 +32,7 @@ const Header = "Retry-Pushback"
 
 // NewContext returns a context in which the retry loops running with it, or
 // with a context derived from it (retry.Do, a retry.Transport, a
-// retry.Caller), record that they gave up on a failing dependency, for Value
+// protocol.Caller), record that they gave up on a failing dependency, for Value
 // to tell. Middleware gives every request one; an integration of another
 // protocol (module grpcretry) does the same for its own servers.
 func NewContext(ctx context.Context) context.Context {
@@ -49,7 +49,7 @@ func Value(ctx context.Context) string { return giveup.Value(ctx) }
 
 // Middleware tells a service's callers not to retry when the service's own
 // retries gave up. It gives each request a context in which retry.Do, a
-// retry.Transport and a retry.Caller record that they gave up (attempts
+// retry.Transport and a protocol.Caller record that they gave up (attempts
 // exhausted, budget denied, deadline, or pushback from further down); a 5xx
 // response written after that carries Header, and a retry.Transport
 // receiving it does not retry.

@@ -22,6 +22,10 @@ var packages = []struct{ dir, file string }{
 	{".", "retry.txt"},
 	{"backoff", "backoff.txt"},
 	{"pushback", "pushback.txt"},
+	{"protocol", "protocol.txt"},
+	// Not public, but package protocol's Call and Verdict are aliases of its
+	// types: their fields and methods are protocol's API.
+	{"internal/protocolcore", "protocolcore.txt"},
 	{"idempotency", "idempotency.txt"},
 	{"idempotency/storetest", "storetest.txt"},
 	{"idempotency/pgstore", "pgstore.txt"},
