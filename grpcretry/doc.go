@@ -135,9 +135,12 @@
 //   - a keyed call is retried after such a failure only once its target
 //     has shown it honours keys: an answer echoed the call's key in its
 //     trailer (KeyMetadata; every answer of the server interceptor does)
-//     or was a replay. Until then it is handled as a call without a key
-//     (retry.ErrNotIdempotent), since a server that ignores the key would
-//     act again; one whose connection could not be made is retried.
+//     or was a replay. Until then it waits, up to its context's end or
+//     10 s, for the answers of the other keyed calls out to the same
+//     target, and is retried if one shows the target honours keys (as the
+//     HTTP Transport does); otherwise it is handled as a call without a
+//     key (retry.ErrNotIdempotent), since a server that ignores the key
+//     would act again. One whose connection could not be made is retried.
 //
 // # Keys
 //

@@ -3,6 +3,8 @@ package grpcretry_test
 import (
 	"context"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/exactlyonce/retry"
@@ -99,4 +102,78 @@ func TestAKeyedCallIsNotHedgedBeforeEvidence(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, 3, a.Count(), "a keyed call went twice to a server that ignores keys")
+}
+
+// firstFailsUnseen is a server interceptor for two concurrent keyed calls:
+// the first to arrive fails as a proxy in front of the server would
+// (UNAVAILABLE, no echo of its key) once the second has arrived; the
+// second is answered after that failure, echoing its key when echo is set.
+// Later calls are answered at once, with the echo when echo is set.
+func firstFailsUnseen(echo bool) grpc.UnaryServerInterceptor {
+	var n atomic.Int64
+	second, firstFailed := make(chan struct{}), make(chan struct{})
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		switch n.Add(1) {
+		case 1:
+			<-second
+			defer close(firstFailed)
+			return nil, unavailable
+		case 2:
+			close(second)
+			<-firstFailed
+		}
+		if echo {
+			for _, k := range metadata.ValueFromIncomingContext(ctx, grpcretry.KeyMetadata) {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcretry.KeyMetadata, k))
+			}
+		}
+		return h(ctx, req)
+	}
+}
+
+// chargeTwice makes two keyed calls at once and returns their errors.
+func chargeTwice(t *testing.T, client paymentspb.PaymentsClient) []error {
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = client.Charge(testCtx(t), &paymentspb.ChargeRequest{Account: "acct", AmountCents: int64(i + 1)})
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// A keyed call that failed in a way that may have reached a target not
+// known yet waits for the other keyed calls out to it: when one's answer
+// echoes its key, the target honours keys, and the call is retried (as the
+// HTTP Transport does) rather than failed.
+func TestAKeyedCallWaitsForTheEvidenceOfTheCallsOut(t *testing.T) {
+	a := &attempts{ignoresKeys: true}
+	p := &payments{}
+	client := dial(t, servePayments(t, false, p, a, firstFailsUnseen(true)), grpcretry.NewClient(fast))
+	for i, err := range chargeTwice(t, client) {
+		assert.NoError(t, err, "call %d", i)
+	}
+	assert.Equal(t, 3, a.Count(), "the failed call once more")
+	assert.EqualValues(t, 2, p.charges.Load())
+}
+
+// The wait ends, and the call fails without a repeat, when the other call
+// out shows that the target ignores keys (a success without the echo).
+func TestAKeyedCallStopsWhenTheCallsOutShowKeysIgnored(t *testing.T) {
+	a := &attempts{ignoresKeys: true}
+	p := &payments{}
+	client := dial(t, servePayments(t, false, p, a, firstFailsUnseen(false)), grpcretry.NewClient(fast))
+	errs := chargeTwice(t, client)
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			assert.ErrorIs(t, err, retry.ErrNotIdempotent)
+		}
+	}
+	assert.Equal(t, 1, failed)
+	assert.Equal(t, 2, a.Count(), "a keyed call repeated to a target that ignores keys")
+	assert.EqualValues(t, 1, p.charges.Load())
 }

@@ -82,8 +82,9 @@ func (u *unaryCall) attempt(ctx context.Context, _ int, hedge bool) protocol.Ver
 		return u.copy(ctx)
 	}
 	u.trailer = nil
+	counted := u.call.Key != "" && !u.call.Idempotent && u.keys.sending(u.call.Target)
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
-	return u.keys.judge(&u.call, verdictOf(err, u.trailer, u.call.Key != "", u.codes), u.trailer)
+	return u.keys.judge(ctx, &u.call, verdictOf(err, u.trailer, u.call.Key != "", u.codes), u.trailer, counted)
 }
 
 // copy makes one copy of a hedged attempt, into a reply, header, trailer
@@ -101,7 +102,7 @@ func (u *unaryCall) copy(ctx context.Context) protocol.Verdict {
 	}
 	opts = append(opts, grpc.Header(&h.header), grpc.Trailer(&h.trailer), grpc.Peer(&h.peer))
 	err := u.invoker(ctx, u.method, u.req, h.reply, u.cc, opts...)
-	v := u.keys.judge(&u.call, verdictOf(err, h.trailer, u.call.Key != "", u.codes), h.trailer)
+	v := u.keys.judge(ctx, &u.call, verdictOf(err, h.trailer, u.call.Key != "", u.codes), h.trailer, false)
 	v.Result = h
 	return v
 }
