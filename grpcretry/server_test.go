@@ -448,7 +448,7 @@ func TestStoreFailures(t *testing.T) {
 		pushback []string
 	}{
 		{errors.New("connection refused"), codes.Unavailable, []string{"1000"}},
-		{idempotency.Permanent(errors.New("key too long for the store")), codes.Internal, nil},
+		{retry.Permanent(errors.New("key too long for the store")), codes.Internal, nil},
 	} {
 		e := newEnv()
 		e.runner = idempotency.NewRunner(failingStore{Store: e.store, err: tc.err})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/exactlyonce/retry"
 )
 
 // Default settings of a Runner.
@@ -27,11 +28,11 @@ const (
 const abandonLease = time.Microsecond
 
 // errEmptyKey is returned by Runner.Do for a Request without a Key.
-var errEmptyKey = Permanent(errors.New("idempotency: empty key"))
+var errEmptyKey = retry.Permanent(errors.New("idempotency: empty key"))
 
 // errStartedWithoutWork is returned by Runner.Do for a Request with
 // StartedAtClaim and no Work.
-var errStartedWithoutWork = Permanent(errors.New("idempotency: StartedAtClaim needs Work"))
+var errStartedWithoutWork = retry.Permanent(errors.New("idempotency: StartedAtClaim needs Work"))
 
 // Request names one unit of work.
 type Request struct {
@@ -327,7 +328,7 @@ func (r *Runner) claimRequest(req Request, work Work) (ClaimRequest, Work, error
 	if req.Work != "" {
 		if work == nil {
 			if work = r.registered(req.Work); work == nil {
-				return ClaimRequest{}, nil, Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
+				return ClaimRequest{}, nil, retry.Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
 			}
 		}
 		cr.Resume = encodeResume(req.Work, req.Input)
@@ -384,7 +385,7 @@ func (r *Runner) claimedWith(ctx context.Context, c Claim, claimed time.Time, wo
 			out = OutcomeParked
 		}
 	default:
-		out, err = OutcomeFailed, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
+		out, err = OutcomeFailed, retry.Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
 	}
 	r.observe(ctx, out, rec.Caller, rec.Key, rec.Attempt, err)
 	return res, err

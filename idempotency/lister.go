@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
 // ListState selects the executions a Lister lists, by where they stand now.
@@ -80,7 +82,7 @@ const ListScan = 2000
 
 // ErrInvalidList is matched by the error of a ListQuery that can never
 // succeed: an unknown state, a page size out of range, a malformed cursor.
-var ErrInvalidList = Permanent(errors.New("idempotency: invalid list query"))
+var ErrInvalidList = retry.Permanent(errors.New("idempotency: invalid list query"))
 
 // ListQuery asks a Lister for one page of live executions.
 type ListQuery struct {

@@ -149,7 +149,7 @@ type middleware struct {
 //   - the CallerFunc failed: 401;
 //   - a store failure that a retry may get past (a refused connection, a
 //     timeout): 503 with Retry-After; one that every retry would meet again
-//     (ErrPermanent: an input or a limit the store cannot take), or a stored
+//     (marked retry.Permanent: an input or a limit the store cannot take), or a stored
 //     response this package cannot read: 500 without Retry-After.
 //
 // What is stored: the handler may call MarkStarted(r.Context()) when
@@ -195,7 +195,7 @@ type middleware struct {
 // stored, whatever the handler answered: the key is freed (or, after a
 // recovery point, left for the retry to resume), and the client gets 503
 // with Retry-After (code transaction_rolled_back), or 500 without it when the
-// failure is permanent (ErrPermanent), so that a retry runs cleanly. A
+// failure is permanent (retry.Permanent), so that a retry runs cleanly. A
 // rejection (a 4xx before MarkStarted) is still sent as it is. Likewise,
 // when a step's recovery point could not be saved (Execution.Step), the
 // handler's answer is not stored: the client gets 503 with Retry-After (500
@@ -331,7 +331,7 @@ func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recor
 	case errors.Is(err, ErrLeaseLost):
 		writeProblem(w, http.StatusConflict, CodeLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
-	case errors.Is(err, ErrTxFailed) && errors.Is(err, ErrPermanent):
+	case errors.Is(err, ErrTxFailed) && permanent(err):
 		writeProblem(w, http.StatusInternalServerError, CodeTxFailed,
 			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
 				"Retrying will fail the same way until the cause is fixed.", 0)
@@ -339,7 +339,7 @@ func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recor
 		writeProblem(w, http.StatusServiceUnavailable, CodeTxFailed,
 			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
 				"Retry with the same "+h.m.header+".", time.Second)
-	case errors.Is(err, ErrPermanent):
+	case permanent(err):
 		// A retry would fail the same way: not retryable.
 		slog.ErrorContext(ctx, "idempotency: the store cannot take the request", slog.Any("error", err))
 		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -241,7 +242,7 @@ func TestNoBodyStatusesAndManyHeaders(t *testing.T) {
 type permanentStore struct{ idempotency.Store }
 
 func (permanentStore) Claim(context.Context, idempotency.ClaimRequest) (idempotency.Claim, error) {
-	return idempotency.Claim{}, idempotency.Permanent(errStoreDown)
+	return idempotency.Claim{}, retry.Permanent(errStoreDown)
 }
 
 // A store error that every retry would meet again is a 500 without
@@ -255,12 +256,12 @@ func TestPermanentStoreFailureIs500(t *testing.T) {
 	assert.Equal(t, idempotency.CodeStoreFailed, p.Code)
 	assert.Empty(t, w.Header().Get("Retry-After"))
 	assert.Zero(t, c.runs.Load())
-	require.NoError(t, idempotency.Permanent(nil))
-	err := idempotency.Permanent(errStoreDown)
-	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.NoError(t, retry.Permanent(nil))
+	err := retry.Permanent(errStoreDown)
+	require.True(t, retry.IsPermanent(err))
 	require.ErrorIs(t, err, errStoreDown)
 	assert.Equal(t, errStoreDown.Error(), err.Error())
 	// A Runner's own permanent failures are marked too.
 	_, err = idempotency.NewRunner(nil).Do(context.Background(), idempotency.Request{}, nil)
-	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.True(t, retry.IsPermanent(err))
 }

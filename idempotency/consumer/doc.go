@@ -31,7 +31,7 @@
 //     came with another body (idempotency.ErrFingerprintMismatch):
 //     terminated (dead-lettered), nothing stored;
 //   - a statement of the handler's transaction failed for good (the
-//     store marks it idempotency.Permanent: a constraint the write
+//     store marks it retry.Permanent: a constraint the write
 //     breaks, say): parked with the reason, as above, then terminated;
 //   - its dependency is down (see below), or the store failed (a claim, a
 //     commit, or a statement of the handler's transaction that failed for

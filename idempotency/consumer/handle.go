@@ -155,7 +155,7 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idemp
 		c.settled(ctx, OutcomeTerminated, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
-	case txFailed && errors.Is(err, idempotency.ErrPermanent):
+	case txFailed && retry.IsPermanent(err):
 		// It will fail so on every run: park it with the reason, so the
 		// store keeps the message for RetryParked, then settle it as a
 		// parked one. Held while the store cannot take it.
@@ -300,14 +300,15 @@ func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
 }
 
 // permanent reports whether the handler's err will recur however often the
-// message is delivered: marked retry.Permanent (or idempotency.Permanent).
+// message is delivered: marked retry.Permanent (as a store marks a failure every
+// repeat meets).
 // A cancelled context, which retry.IsPermanent also counts, is not: the
 // consumer may be stopping.
 func permanent(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	return retry.IsPermanent(err) || errors.Is(err, idempotency.ErrPermanent)
+	return retry.IsPermanent(err)
 }
 
 // keepAlive keeps d alive at the broker and e's lease in the store, until
