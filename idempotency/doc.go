@@ -71,7 +71,7 @@
 // A retry that comes back resumes a stalled execution; when none comes (a
 // browser closed, a job runner gave up, a webhook sender will call again
 // only hours later), a Reconciler does. StartReconciler runs one beside the
-// Sweeper (Reconcile makes a single pass); every instance sharing a store
+// Sweeper (Runner.Reconcile makes a single pass); every instance sharing a store
 // may run one, since the store gives each stalled execution to one of them
 // per lease. Every interval it takes over, in batches, the executions that
 // began (MarkStarted, or a Step) and whose lease ran out, and resumes each

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// WithKeyFromJSON takes each request's key from its JSON body, at pointer
+// WithKeyFromJSON, for the Middleware, takes each request's key from its JSON body, at pointer
 // (an RFC 6901 JSON Pointer such as "/id" or "/event/id"), instead of from
 // a header: for webhook receivers whose sender puts the event id in the
 // body, as Stripe does ("/id"). A token that is a decimal index ("0",
@@ -25,7 +25,7 @@ import (
 // (X-GitHub-Delivery), needs no more than WithKeyHeader with that name.
 // Either way the fingerprint still covers the whole body: an event id
 // sent again with another body gets 422.
-func WithKeyFromJSON(pointer string) MiddlewareOption {
+func WithKeyFromJSON(pointer string) Option {
 	tokens, ok := parsePointer(pointer)
 	if !ok || len(tokens) == 0 {
 		panic("idempotency: WithKeyFromJSON needs a JSON Pointer such as \"/id\", got " + pointer)

@@ -18,7 +18,7 @@ import (
 
 // webhook returns a receiver behind the Middleware with opts, and the
 // number of events it handled.
-func webhook(t *testing.T, opts ...idempotency.MiddlewareOption) (http.Handler, *atomic.Int32) {
+func webhook(t *testing.T, opts ...idempotency.Option) (http.Handler, *atomic.Int32) {
 	t.Helper()
 	var handled atomic.Int32
 	h := idempotency.Middleware(idempotency.NewRunner(nil), idempotency.SingleTenant, opts...)(

@@ -138,7 +138,7 @@ func TestResponseLimitIsExact(t *testing.T) {
 func TestDefaultLimitStoresAOneMiBBody(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	body := strings.Repeat("b", idempotency.DefaultMaxResponseBody)
+	body := strings.Repeat("b", 1<<20)
 	var runs atomic.Int64
 	h := e.handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)

@@ -49,7 +49,7 @@ func byTenant(r *http.Request) (string, error) {
 }
 
 // handle wraps h in the env's Middleware.
-func (e *env) handle(h http.Handler, opts ...idempotency.MiddlewareOption) http.Handler {
+func (e *env) handle(h http.Handler, opts ...idempotency.Option) http.Handler {
 	return idempotency.Middleware(e.runner, byTenant, opts...)(h)
 }
 

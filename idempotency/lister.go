@@ -97,7 +97,7 @@ type ListQuery struct {
 	// made it.
 	Cursor string
 	// Limit is the largest number of records wanted, 1 to MaxListPage (0:
-	// DefaultParkedPage).
+	// 100).
 	Limit int
 }
 
@@ -117,10 +117,10 @@ func (q ListQuery) Matches(r Record, now time.Time) bool {
 	return (q.Caller == "" || r.Caller == q.Caller) && strings.HasPrefix(r.Key, q.KeyPrefix) && StateOf(r, now) == q.State
 }
 
-// PageSize returns q.Limit, or DefaultParkedPage when it is 0.
+// PageSize returns q.Limit, or 100 (the default) when it is 0.
 func (q ListQuery) PageSize() int {
 	if q.Limit == 0 {
-		return DefaultParkedPage
+		return defaultParkedPage
 	}
 	return q.Limit
 }

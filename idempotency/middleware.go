@@ -13,15 +13,15 @@ import (
 
 // Default limits of the Middleware.
 const (
-	// DefaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
-	DefaultMaxRequestBody = 1 << 20
-	// DefaultMaxResponseBody is the largest response body stored (1 MiB).
-	DefaultMaxResponseBody = 1 << 20
-	// DefaultMaxResponseHeader is the room for the rest of a stored
+	// defaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
+	defaultMaxRequestBody = 1 << 20
+	// defaultMaxResponseBody is the largest response body stored (1 MiB).
+	defaultMaxResponseBody = 1 << 20
+	// defaultMaxResponseHeader is the room for the rest of a stored
 	// response (64 KiB): its status and header, as stored, and a few bytes
 	// of framing. With the defaults no record holds more than 1 MiB + 64 KiB
 	// of response.
-	DefaultMaxResponseHeader = 64 << 10
+	defaultMaxResponseHeader = 64 << 10
 )
 
 // CallerFunc returns the caller a request belongs to: the authenticated
@@ -34,18 +34,9 @@ type CallerFunc func(r *http.Request) (string, error)
 // keys.
 func SingleTenant(*http.Request) (string, error) { return "", nil }
 
-// MiddlewareOption configures the Middleware.
-type MiddlewareOption interface {
-	applyMiddleware(*middleware)
-}
-
-// middlewareOption makes a func a MiddlewareOption.
-type middlewareOption func(*middleware)
-
-func (f middlewareOption) applyMiddleware(m *middleware) { f(m) }
-
-// WithKeyHeader sets the header carrying the key (default "Idempotency-Key").
-func WithKeyHeader(name string) MiddlewareOption {
+// WithKeyHeader, for the Middleware, sets the header carrying the key
+// (default "Idempotency-Key").
+func WithKeyHeader(name string) Option {
 	return middlewareOption(func(m *middleware) {
 		if name != "" {
 			m.header = textproto.CanonicalMIMEHeaderKey(name)
@@ -53,12 +44,12 @@ func WithKeyHeader(name string) MiddlewareOption {
 	})
 }
 
-// WithRequiredMethods sets the methods whose requests must carry a key
+// WithRequiredMethods, for the Middleware, sets the methods whose requests must carry a key
 // (default POST and PATCH); without one they get 400. Requests with another
 // unsafe method (PUT, DELETE, ...) are deduplicated when they carry a key and
 // pass through otherwise. Safe methods (GET, HEAD, OPTIONS, TRACE) always pass
 // through untouched.
-func WithRequiredMethods(methods ...string) MiddlewareOption {
+func WithRequiredMethods(methods ...string) Option {
 	return middlewareOption(func(m *middleware) {
 		m.required = make(map[string]bool, len(methods))
 		for _, method := range methods {
@@ -67,10 +58,10 @@ func WithRequiredMethods(methods ...string) MiddlewareOption {
 	})
 }
 
-// WithMaxRequestBody sets the largest request body the Middleware reads to
-// fingerprint (default DefaultMaxRequestBody). A larger body gets 413 and the
+// WithMaxRequestBody, for the Middleware, sets the largest request body the Middleware reads to
+// fingerprint (default 1 MiB). A larger body gets 413 and the
 // handler does not run. Values <= 0 are ignored.
-func WithMaxRequestBody(n int64) MiddlewareOption {
+func WithMaxRequestBody(n int64) Option {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxRequest = n
@@ -78,11 +69,11 @@ func WithMaxRequestBody(n int64) MiddlewareOption {
 	})
 }
 
-// WithMaxResponseBody sets the largest response body stored (default
-// DefaultMaxResponseBody). The status and header have a room of their own
+// WithMaxResponseBody, for the Middleware, sets the largest response body stored (default
+// 1 MiB). The status and header have a room of their own
 // (WithMaxResponseHeader). See Middleware for what happens to a larger
 // response. Values <= 0 are ignored.
-func WithMaxResponseBody(n int) MiddlewareOption {
+func WithMaxResponseBody(n int) Option {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxResponse.body = n
@@ -90,12 +81,12 @@ func WithMaxResponseBody(n int) MiddlewareOption {
 	})
 }
 
-// WithMaxResponseHeader sets the room for what is stored of a response
-// besides its body (default DefaultMaxResponseHeader): the status and the
+// WithMaxResponseHeader, for the Middleware, sets the room for what is stored of a response
+// besides its body (default 64 KiB): the status and the
 // header, as stored, and a few bytes of framing. A response whose header
 // does not fit is too large, like one whose body does not, so that no
 // record holds more than the two limits together. Values <= 0 are ignored.
-func WithMaxResponseHeader(n int) MiddlewareOption {
+func WithMaxResponseHeader(n int) Option {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxResponse.head = n
@@ -204,7 +195,7 @@ type middleware struct {
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
 // idempotency_lease_lost): a retry gets the newer attempt's outcome.
-func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+func Middleware(runner *Runner, caller CallerFunc, opts ...Option) func(http.Handler) http.Handler {
 	if runner == nil || caller == nil {
 		panic("idempotency: Middleware needs a Runner and a CallerFunc")
 	}
@@ -213,8 +204,8 @@ func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) fun
 		caller:      caller,
 		header:      "Idempotency-Key",
 		required:    map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		maxRequest:  DefaultMaxRequestBody,
-		maxResponse: responseLimit{body: DefaultMaxResponseBody, head: DefaultMaxResponseHeader},
+		maxRequest:  defaultMaxRequestBody,
+		maxResponse: responseLimit{body: defaultMaxResponseBody, head: defaultMaxResponseHeader},
 	}
 	for _, o := range opts {
 		if o != nil {

@@ -54,9 +54,9 @@ type Observation struct {
 // otelretry module provides one) or logs.
 type Observer func(ctx context.Context, o Observation)
 
-// WithObserver sets the Runner's Observer (default none, at no cost).
-func WithObserver(o Observer) RunnerOption {
-	return func(r *Runner) { r.observer = o }
+// WithObserver, for NewRunner, sets the Runner's Observer (default none, at no cost).
+func WithObserver(o Observer) Option {
+	return runnerOption(func(r *Runner) { r.observer = o })
 }
 
 // observe tells the observer, if any, about one call.

@@ -15,7 +15,7 @@ import (
 // neverStored are the headers WithResume refuses to store: credentials.
 var neverStored = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 
-// WithResume lets a Reconciler finish a request whose execution stalled
+// WithResume, for the Middleware, lets a Reconciler finish a request whose execution stalled
 // when its client does not retry. The Middleware stores each keyed request
 // with its record (the method, the host, the path and query, the headers
 // named here, and the body within the request limit) until the record
@@ -33,7 +33,7 @@ var neverStored = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 // caller of a resumed request (Execution.Resumed) from the Execution. The
 // stored request lives with its record (its TTL, Sweep) and is read only
 // with it, under its caller's key.
-func WithResume(name string, headers ...string) MiddlewareOption {
+func WithResume(name string, headers ...string) Option {
 	keep := make([]string, 0, len(headers))
 	for _, h := range headers {
 		h = textproto.CanonicalMIMEHeaderKey(h)

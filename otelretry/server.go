@@ -32,7 +32,7 @@ func (t *Telemetry) Observer() idempotency.Observer { return t.observe }
 
 // RunnerOption returns idempotency.WithObserver(t.Observer()), for
 // idempotency.NewRunner.
-func (t *Telemetry) RunnerOption() idempotency.RunnerOption {
+func (t *Telemetry) RunnerOption() idempotency.Option {
 	return idempotency.WithObserver(t.observe)
 }
 

@@ -133,7 +133,7 @@ func (d *deployment) start(ctx context.Context, ln net.Listener, reconcile bool)
 		return nil, err
 	}
 	inst := &instance{served: make(chan struct{}), store: store}
-	opts := []idempotency.RunnerOption{idempotency.WithObserver(d.observer())}
+	opts := []idempotency.Option{idempotency.WithObserver(d.observer())}
 	if d.lease > 0 {
 		opts = append(opts, idempotency.WithLease(d.lease))
 	}
