@@ -63,20 +63,20 @@ func (h *jsonKeyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, tooLarge, err := readBody(r, h.m.maxRequest, nil)
 	switch {
 	case tooLarge:
-		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
+		writeProblem(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "The request body is too large.", 0)
 		return
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
+		writeProblem(w, http.StatusBadRequest, codeBodyUnreadable, "The request body could not be read.", 0)
 		return
 	}
 	key, found := jsonKey(body, h.m.jsonKey)
 	switch {
 	case !found:
-		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "This request needs a JSON body with its event id at /"+
+		writeProblem(w, http.StatusBadRequest, codeKeyMissing, "This request needs a JSON body with its event id at /"+
 			strings.Join(h.m.jsonKey, "/")+".", 0)
 		return
 	case !validKey(key):
-		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid,
+		writeProblem(w, http.StatusBadRequest, codeKeyInvalid,
 			"The event id must be 1 to 255 visible ASCII characters.", 0)
 		return
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// MaxKeyLen is the longest idempotency key accepted, in bytes.
-const MaxKeyLen = 255
+// maxKeyLen is the longest idempotency key accepted, in bytes.
+const maxKeyLen = 255
 
 // ErrInvalidKey is returned by ParseKey for a malformed key.
 var ErrInvalidKey = errors.New("idempotency: invalid idempotency key")
@@ -14,7 +14,7 @@ var ErrInvalidKey = errors.New("idempotency: invalid idempotency key")
 // ParseKey parses one Idempotency-Key field value. It accepts the IETF
 // draft's form, a Structured Field string ("8e03978e-..."), and the plain form
 // (8e03978e-...) that Stripe-style clients send. Leading and trailing spaces
-// and tabs are ignored. The key itself must be 1 to MaxKeyLen visible ASCII
+// and tabs are ignored. The key itself must be 1 to maxKeyLen visible ASCII
 // characters (0x21 to 0x7E); in the quoted form \" and \\ stand for " and \.
 // The plain form may not contain '"', '\' or ',' (a comma means a list, such
 // as two header lines joined). Structured Field parameters are not accepted.
@@ -26,7 +26,7 @@ func ParseKey(field string) (string, error) {
 	if s[0] == '"' {
 		return parseQuotedKey(s)
 	}
-	if len(s) > MaxKeyLen {
+	if len(s) > maxKeyLen {
 		return "", ErrInvalidKey
 	}
 	for i := 0; i < len(s); i++ {
@@ -75,16 +75,16 @@ func parseQuotedKey(s string) (string, error) {
 		default:
 			b.WriteByte(c)
 		}
-		if b.Len() > MaxKeyLen {
+		if b.Len() > maxKeyLen {
 			return "", ErrInvalidKey
 		}
 	}
 	return "", ErrInvalidKey // no closing quote
 }
 
-// validKey reports whether key is 1 to MaxKeyLen visible ASCII characters.
+// validKey reports whether key is 1 to maxKeyLen visible ASCII characters.
 func validKey(key string) bool {
-	if key == "" || len(key) > MaxKeyLen {
+	if key == "" || len(key) > maxKeyLen {
 		return false
 	}
 	for i := 0; i < len(key); i++ {

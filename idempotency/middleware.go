@@ -117,9 +117,9 @@ type middleware struct {
 // Fingerprint over the method, escaped path, query and body; lease and TTL are
 // r's.
 //
-// Responses (errors are RFC 9457 application/problem+json, see Problem):
+// Responses (errors are RFC 9457 application/problem+json with a "code" member; docs/protocol.md lists the codes):
 //
-//   - no key on a required method, an empty, over-long (> MaxKeyLen) or
+//   - no key on a required method, an empty, over-long (> maxKeyLen) or
 //     malformed key, or several header lines: 400;
 //   - a body over the request limit: 413; unreadable: 400;
 //   - the key used before with another fingerprint: 422;
@@ -246,24 +246,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	values := r.Header[m.header]
 	switch {
 	case len(values) == 0 && m.required[r.Method]:
-		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "This request needs an "+m.header+" header.", 0)
+		writeProblem(w, http.StatusBadRequest, codeKeyMissing, "This request needs an "+m.header+" header.", 0)
 		return
 	case len(values) == 0:
 		h.next.ServeHTTP(w, r)
 		return
 	case len(values) > 1:
-		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid, "Send one "+m.header+" header line.", 0)
+		writeProblem(w, http.StatusBadRequest, codeKeyInvalid, "Send one "+m.header+" header line.", 0)
 		return
 	}
 	key, err := ParseKey(values[0])
 	if err != nil {
-		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid,
+		writeProblem(w, http.StatusBadRequest, codeKeyInvalid,
 			"The "+m.header+" must be 1 to 255 visible ASCII characters, optionally in double quotes.", 0)
 		return
 	}
 	caller, err := m.caller(r)
 	if err != nil {
-		writeProblem(w, http.StatusUnauthorized, CodeCallerUnknown, "The caller could not be identified.", 0)
+		writeProblem(w, http.StatusUnauthorized, codeCallerUnknown, "The caller could not be identified.", 0)
 		return
 	}
 	rec := newRecorder(w, m.maxResponse)
@@ -271,10 +271,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, tooLarge, err := readBody(r, m.maxRequest, rec.reqBody[:0])
 	switch {
 	case tooLarge:
-		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
+		writeProblem(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "The request body is too large.", 0)
 		return
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
+		writeProblem(w, http.StatusBadRequest, codeBodyUnreadable, "The request body could not be read.", 0)
 		return
 	}
 
@@ -305,7 +305,7 @@ func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recor
 	switch {
 	case err == nil && res.Replayed:
 		if werr := writeStored(w, res.Response, true); werr != nil {
-			writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The stored response is unreadable.", 0)
+			writeProblem(w, http.StatusInternalServerError, codeStoreFailed, "The stored response is unreadable.", 0)
 		}
 	case err == nil:
 		rec.writeTo(w)
@@ -314,29 +314,29 @@ func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recor
 	case errors.Is(err, ErrAborted) && res.Response != nil:
 		_ = writeStored(w, res.Response, false)
 	case errors.As(err, new(*InProgressError)):
-		writeProblem(w, http.StatusConflict, CodeInProgress,
+		writeProblem(w, http.StatusConflict, codeInProgress,
 			"A request with this "+h.m.header+" is still being processed; retry later.", retryAfter(err))
 	case errors.Is(err, ErrFingerprintMismatch):
-		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
+		writeProblem(w, http.StatusUnprocessableEntity, codeKeyMismatch,
 			"This "+h.m.header+" was used with a different request.", 0)
 	case errors.Is(err, ErrLeaseLost):
-		writeProblem(w, http.StatusConflict, CodeLeaseLost,
+		writeProblem(w, http.StatusConflict, codeLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
 	case errors.Is(err, ErrTxFailed) && permanent(err):
-		writeProblem(w, http.StatusInternalServerError, CodeTxFailed,
+		writeProblem(w, http.StatusInternalServerError, codeTxFailed,
 			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
 				"Retrying will fail the same way until the cause is fixed.", 0)
 	case errors.Is(err, ErrTxFailed):
-		writeProblem(w, http.StatusServiceUnavailable, CodeTxFailed,
+		writeProblem(w, http.StatusServiceUnavailable, codeTxFailed,
 			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
 				"Retry with the same "+h.m.header+".", time.Second)
 	case permanent(err):
 		// A retry would fail the same way: not retryable.
 		slog.ErrorContext(ctx, "idempotency: the store cannot take the request", slog.Any("error", err))
-		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)
+		writeProblem(w, http.StatusInternalServerError, codeStoreFailed, "The idempotency store cannot take this request.", 0)
 	default:
 		slog.WarnContext(ctx, "idempotency: the store is unavailable", slog.Any("error", err))
-		writeProblem(w, http.StatusServiceUnavailable, CodeStoreFailed, "The idempotency store is unavailable.", time.Second)
+		writeProblem(w, http.StatusServiceUnavailable, codeStoreFailed, "The idempotency store is unavailable.", time.Second)
 	}
 }
 
@@ -390,7 +390,7 @@ func (rw *recorder) outcome(panicked bool) ([]byte, error) {
 	case panicked && rw.rejected:
 		return nil, Reject(errHandlerPanicked)
 	case panicked:
-		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeHandlerPanicked,
+		return nil, Abort(problemResponse(http.StatusInternalServerError, codeHandlerPanicked,
 			"The request failed; it will not be executed again."), errHandlerPanicked)
 	}
 	rw.finish()
@@ -398,7 +398,7 @@ func (rw *recorder) outcome(panicked bool) ([]byte, error) {
 	case rw.rejected:
 		return nil, Reject(errRejectedResponse)
 	case rw.overflow:
-		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeResponseTooBig,
+		return nil, Abort(problemResponse(http.StatusInternalServerError, codeResponseTooBig,
 			"The response was too large to store; the request will not be executed again."), errResponseTooLarge)
 	}
 	rw.enc = encodeResponse(rw.enc[:0], rw.status, rw.header, rw.body)

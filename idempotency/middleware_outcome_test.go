@@ -56,7 +56,7 @@ func TestStaleLeaseIsTakenOverAndLateCompletionRejected(t *testing.T) {
 	close(release)
 	late := <-firstDone
 	p := problem(t, late, http.StatusConflict)
-	assert.Equal(t, idempotency.CodeLeaseLost, p.Code)
+	assert.Equal(t, "idempotency_lease_lost", p.Code)
 	sameResponse(t, second, do(h, "x", withKey("k")))
 	rec, err := e.store.Get(context.Background(), "", "k")
 	require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestKeyIsFreeAfterTTL(t *testing.T) {
 	e.clock.Add(1)
 	again := do(h, "y", withKey("k")) // even with another body: the old record is gone
 	require.Equal(t, "made:y", again.Body.String())
-	require.Empty(t, again.Header().Get(idempotency.ReplayedHeader))
+	require.Empty(t, again.Header().Get("Idempotent-Replayed"))
 	assert.EqualValues(t, 2, c.runs.Load())
 }
 
@@ -95,8 +95,8 @@ func TestPanickingHandlerStores500(t *testing.T) {
 	// Never stuck in progress: the retry gets the stored 500.
 	replay := do(h, "x", withKey("k"))
 	p := problem(t, replay, http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeHandlerPanicked, p.Code)
-	assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "handler_panicked", p.Code)
+	assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	assert.NotContains(t, replay.Body.String(), "partial")
 	assert.EqualValues(t, 1, runs.Load())
 }
@@ -128,7 +128,7 @@ func TestResponseOverLimitStores500(t *testing.T) {
 	}), idempotency.WithMaxResponseBody(64))
 	first := do(h, "x", withKey("k"))
 	p := problem(t, first, http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeResponseTooBig, p.Code)
+	assert.Equal(t, "response_too_large", p.Code)
 	sameResponse(t, first, do(h, "x", withKey("k")))
 	assert.EqualValues(t, 1, runs.Load(), "a completed operation never runs twice")
 }
@@ -253,7 +253,7 @@ func TestPermanentStoreFailureIs500(t *testing.T) {
 	h := idempotency.Middleware(idempotency.NewRunner(permanentStore{}), idempotency.SingleTenant)(&c)
 	w := do(h, "x", withKey("k"))
 	p := problem(t, w, http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeStoreFailed, p.Code)
+	assert.Equal(t, "idempotency_store_failed", p.Code)
 	assert.Empty(t, w.Header().Get("Retry-After"))
 	assert.Zero(t, c.runs.Load())
 	require.NoError(t, retry.Permanent(nil))

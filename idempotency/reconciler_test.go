@@ -500,7 +500,7 @@ func TestReconcilerServesAStoredRequestAgain(t *testing.T) {
 	resumed.ServeHTTP(w, request()) // the client comes back
 	assert.Equal(t, http.StatusCreated, w.Code)
 	assert.Equal(t, `{"charge":"ch_1"}`, w.Body.String())
-	assert.Equal(t, "true", w.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 	_, effects := dep.count()
 	assert.Equal(t, 1, effects)
 

@@ -147,7 +147,7 @@ func decodeRequest(ctx context.Context, b []byte) (*http.Request, []byte, error)
 func (h *handler) resume(ctx context.Context, e *Execution) ([]byte, error) {
 	r, body, err := decodeRequest(ctx, e.Input())
 	if err != nil {
-		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeStoreFailed,
+		return nil, Abort(problemResponse(http.StatusInternalServerError, codeStoreFailed,
 			"The stored request is unreadable; it will not be executed again."), err)
 	}
 	r.Header.Set(h.m.header, FormatKey(e.Key()))

@@ -16,7 +16,7 @@ const maxCaller = 1024
 
 // maxKey is the longest key or key prefix a query or form takes, in
 // bytes: far more than any broker's message id or Idempotency-Key
-// (idempotency.MaxKeyLen), yet a bounded URL once percent-encoded.
+// (255), yet a bounded URL once percent-encoded.
 const maxKey = 8 << 10
 
 // maxCursor is the longest cursor a query takes, in bytes.

@@ -45,7 +45,7 @@ func TestLongCallerThroughMiddleware(t *testing.T) {
 	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
 	replay := postAs(h, "k", caller)
 	require.Equal(t, http.StatusCreated, replay.Code)
-	assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	// The core API takes a key of any length too.
 	res, err := idempotency.NewRunner(s).Do(context.Background(),
 		idempotency.Request{Caller: caller, Key: randomHex(3 << 10), Fingerprint: "fp"},
@@ -67,7 +67,7 @@ func TestPermanentStoreErrorIsNotRetryable(t *testing.T) {
 	w := postAs(idempotency.Middleware(idempotency.NewRunner(s), byCallerHeader)(created), "k", "alice")
 	require.Equal(t, http.StatusInternalServerError, w.Code, w.Body.String())
 	assert.Empty(t, w.Header().Get("Retry-After"))
-	assert.Contains(t, w.Body.String(), idempotency.CodeStoreFailed)
+	assert.Contains(t, w.Body.String(), "idempotency_store_failed")
 }
 
 // A store that cannot be reached is a 503 with Retry-After: a retry may work.

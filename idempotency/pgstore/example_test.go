@@ -76,7 +76,7 @@ func Example() {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get(idempotency.ReplayedHeader) == "true")
+		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get("Idempotent-Replayed") == "true")
 	}
 
 	// Deliver follow-on messages at least once; the id is stable, so a
