@@ -11,9 +11,10 @@ type StoredStep struct {
 	Result []byte
 }
 
-// StoredSteps decodes Record.RecoveryData into the completed steps, for an
+// StoredSteps decodes r.RecoveryData into the completed steps, for an
 // operator's view of an execution (nil data: no step).
-func StoredSteps(data []byte) ([]StoredStep, error) {
+func (r Record) StoredSteps() ([]StoredStep, error) {
+	data := r.RecoveryData
 	if len(data) == 0 {
 		return nil, nil
 	}
@@ -28,19 +29,19 @@ func StoredSteps(data []byte) ([]StoredStep, error) {
 	return out, nil
 }
 
-// StoredWork decodes Record.Resume: the name of the work that resumes the
+// StoredWork decodes r.Resume: the name of the work that resumes the
 // execution (Request.Work, or the Middleware's WithResume name) and its
 // input (for the Middleware, the encoded request).
-func StoredWork(resume []byte) (name string, input []byte, err error) {
-	return decodeResume(resume)
+func (r Record) StoredWork() (name string, input []byte, err error) {
+	return decodeResume(r.Resume)
 }
 
-// StoredHTTPResponse decodes a Record.Response stored by the Middleware:
-// the status, header and body of the outcome. A response stored by
-// Runner.Do is the Work's own bytes, which usually fail to decode.
-func StoredHTTPResponse(b []byte) (status int, header http.Header, body []byte, err error) {
+// StoredHTTPResponse decodes r.Response as stored by the Middleware: the
+// status, header and body of the outcome. A response stored by Runner.Do
+// is the Work's own bytes, which usually fail to decode.
+func (r Record) StoredHTTPResponse() (status int, header http.Header, body []byte, err error) {
 	var w capture
-	if err := writeStored(&w, b, false); err != nil {
+	if err := writeStored(&w, r.Response, false); err != nil {
 		return 0, nil, nil, err
 	}
 	return w.status, w.header, w.body, nil

@@ -56,7 +56,7 @@ type ReconcilerConfig struct {
 	// which leases have run out.
 	Clock clock.Clock
 	// Logger reports every execution resumed or parked (default
-	// slog.Default()). The Runner's Observer hears them too
+	// slog.Default()). The Runner's observer (WithObserver) hears them too
 	// (OutcomeReconciled, OutcomeParked).
 	Logger *slog.Logger
 	// Caller, if set, makes the Reconciler take over only this caller's
@@ -106,7 +106,7 @@ func StartReconciler(runner *Runner, cfg ReconcilerConfig) *Reconciler {
 	}
 	cfg = cfg.withDefaults()
 	rc := newReconciler(runner, cfg)
-	var finished atomic.Int64 // unread: the log and the Observer tell
+	var finished atomic.Int64 // unread: the log and the observer tell
 	p := startPeriodic(cfg.Clock, cfg.Interval, func(ctx context.Context) {
 		if err := rc.pass(ctx, &finished); err != nil && ctx.Err() == nil {
 			cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: reconcile", slog.Any("error", err))

@@ -70,7 +70,7 @@ type Outcome struct {
 }
 
 func summarize(r idempotency.Record, now time.Time) Execution {
-	st := idempotency.StateOf(r, now)
+	st := r.ListState(now)
 	e := Execution{
 		Caller: r.Caller, Key: r.Key, State: st.String(), Attempt: r.Attempt,
 		LeaseUntil: r.LockedUntil.UTC(), CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
@@ -98,7 +98,7 @@ func detail(r idempotency.Record, now time.Time) Detail {
 		Steps:       []Step{},
 		Actions:     []string{},
 	}
-	steps, err := idempotency.StoredSteps(r.RecoveryData)
+	steps, err := r.StoredSteps()
 	if err != nil {
 		d.StepsError = fmt.Sprintf("unreadable (%d bytes)", len(r.RecoveryData))
 	}
@@ -106,20 +106,20 @@ func detail(r idempotency.Record, now time.Time) Detail {
 		d.Steps = append(d.Steps, Step{Name: cut(s.Name), Data: redactData(s.Result)})
 	}
 	if len(r.Resume) > 0 {
-		if name, input, err := idempotency.StoredWork(r.Resume); err == nil {
+		if name, input, err := r.StoredWork(); err == nil {
 			d.Work, d.Input = cut(name), body(input)
 		} else {
 			d.Input = body(r.Resume)
 		}
 	}
 	if r.State == idempotency.StateCompleted {
-		if status, h, b, err := idempotency.StoredHTTPResponse(r.Response); err == nil {
+		if status, h, b, err := r.StoredHTTPResponse(); err == nil {
 			d.Outcome = &Outcome{Status: status, Header: redactHeader(h), Body: body(b)}
 		} else {
 			d.Outcome = &Outcome{Body: body(r.Response)}
 		}
 	}
-	switch idempotency.StateOf(r, now) {
+	switch r.ListState(now) {
 	case idempotency.ListParked:
 		d.Actions = append(d.Actions, ActionRetry.String(), ActionDiscard.String())
 	case idempotency.ListStalled:
