@@ -1,32 +1,29 @@
 package idempotency
 
 import (
+	"iter"
 	"net/http"
 )
 
-// StoredStep is one completed step of an execution, as saved in
-// Record.RecoveryData: its name and its result.
-type StoredStep struct {
-	Name   string
-	Result []byte
-}
-
 // StoredSteps decodes r.RecoveryData into the completed steps, for an
-// operator's view of an execution (nil data: no step).
-func (r Record) StoredSteps() ([]StoredStep, error) {
-	data := r.RecoveryData
-	if len(data) == 0 {
-		return nil, nil
+// operator's view of an execution: each step's name and result, in the
+// order they completed (nil data: no step). On an error the sequence is
+// empty.
+func (r Record) StoredSteps() (iter.Seq2[string, []byte], error) {
+	var steps []stepResult
+	if len(r.RecoveryData) > 0 {
+		var err error
+		if steps, err = decodeSteps(r.RecoveryData); err != nil {
+			return func(func(string, []byte) bool) {}, err
+		}
 	}
-	steps, err := decodeSteps(data)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]StoredStep, len(steps))
-	for i, s := range steps {
-		out[i] = StoredStep{Name: s.name, Result: s.result}
-	}
-	return out, nil
+	return func(yield func(string, []byte) bool) {
+		for _, s := range steps {
+			if !yield(s.name, s.result) {
+				return
+			}
+		}
+	}, nil
 }
 
 // StoredWork decodes r.Resume: the name of the work that resumes the

@@ -145,7 +145,7 @@
 //
 // Middleware applies the core to HTTP requests: the key comes from the
 // Idempotency-Key header (a Structured Field string or a plain token, see
-// ParseKey), the caller from a CallerFunc, the fingerprint from the method,
+// ParseKey), the caller from the Middleware's caller function, the fingerprint from the method,
 // path, query and body (Fingerprint). It answers with RFC 9457 problem
 // details: 400 for a missing or malformed key, 413 for a body over the limit,
 // 422 for a key reused with another request, 409 with a short Retry-After

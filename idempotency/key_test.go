@@ -34,7 +34,7 @@ func TestParseKey(t *testing.T) {
 		`a"b`, `a\b`, "a,b", `"a", "b"`, `"`,
 	} {
 		_, err := idempotency.ParseKey(field)
-		assert.ErrorIs(t, err, idempotency.ErrInvalidKey, "%q", field)
+		assert.Error(t, err, "%q", field)
 	}
 }
 

@@ -24,12 +24,8 @@ const (
 	defaultMaxResponseHeader = 64 << 10
 )
 
-// CallerFunc returns the caller a request belongs to: the authenticated
-// principal or tenant that scopes its keys. An error gets a 401 problem
-// response and the handler does not run.
-type CallerFunc func(r *http.Request) (string, error)
-
-// SingleTenant is a CallerFunc for a service with one caller: every request
+// SingleTenant is the caller function of the Middleware for a service with
+// one caller: every request
 // shares one key space. Use it only when no two clients can see each other's
 // keys.
 func SingleTenant(*http.Request) (string, error) { return "", nil }
@@ -96,7 +92,7 @@ func WithMaxResponseHeader(n int) Option {
 
 type middleware struct {
 	runner      *Runner
-	caller      CallerFunc
+	caller      func(r *http.Request) (string, error)
 	header      string
 	required    map[string]bool
 	maxRequest  int64
@@ -113,11 +109,15 @@ type middleware struct {
 // Middleware returns HTTP middleware that runs each keyed request's handler at
 // most once per (caller, key) with r and replays its stored response to every
 // repeat. The key comes from the Idempotency-Key header (see ParseKey), the
-// caller from caller (required: it keeps tenants apart), the fingerprint from
+// caller from caller (required: it keeps tenants apart; it returns the
+// authenticated principal or tenant that scopes the request's keys, and its
+// error gets a 401 problem response, the handler not run; SingleTenant for
+// one key space), the fingerprint from
 // Fingerprint over the method, escaped path, query and body; lease and TTL are
 // r's.
 //
-// Responses (errors are RFC 9457 application/problem+json with a "code" member; docs/protocol.md lists the codes):
+// Responses (errors are RFC 9457 application/problem+json with a "code"
+// member; docs/protocol.md lists the codes):
 //
 //   - no key on a required method, an empty, over-long (> maxKeyLen) or
 //     malformed key, or several header lines: 400;
@@ -137,7 +137,7 @@ type middleware struct {
 //     reached the server is safe to send again (this module's
 //     retry.Transport waits for that before it retries a POST after a reset
 //     or a 5xx);
-//   - the CallerFunc failed: 401;
+//   - the caller function failed: 401;
 //   - a store failure that a retry may get past (a refused connection, a
 //     timeout): 503 with Retry-After; one that every retry would meet again
 //     (marked retry.Permanent: an input or a limit the store cannot take), or a stored
@@ -170,7 +170,7 @@ type middleware struct {
 //
 // The handler's ResponseWriter and request body are its own, for this
 // request only, and stop working when it returns, as a handler may not use
-// them afterwards: a late Write fails with ErrHandlerReturned, a late Read
+// them afterwards: a late Write fails with an error, a late Read
 // with http.ErrBodyReadAfterClose, and neither ever reaches another request.
 //
 // The handler's request context (r.Context()) keeps the request's values
@@ -195,9 +195,9 @@ type middleware struct {
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
 // idempotency_lease_lost): a retry gets the newer attempt's outcome.
-func Middleware(runner *Runner, caller CallerFunc, opts ...Option) func(http.Handler) http.Handler {
+func Middleware(runner *Runner, caller func(r *http.Request) (string, error), opts ...Option) func(http.Handler) http.Handler {
 	if runner == nil || caller == nil {
-		panic("idempotency: Middleware needs a Runner and a CallerFunc")
+		panic("idempotency: Middleware needs a Runner and a caller function")
 	}
 	m := &middleware{
 		runner:      runner,

@@ -85,7 +85,7 @@ func TestRetryParkedFinishesAParkedExecution(t *testing.T) {
 
 	// Nothing parked, nothing to retry.
 	_, err = r.RetryParked(context.Background(), "shop", "order-7")
-	assert.ErrorIs(t, err, idempotency.ErrNotParked)
+	assert.ErrorIs(t, err, idempotency.ErrWrongState)
 	_, err = r.RetryParked(context.Background(), "shop", "no-such-order")
 	assert.ErrorIs(t, err, idempotency.ErrNotFound)
 }

@@ -38,7 +38,7 @@ const (
 	codeBodyTooLarge = "request_body_too_large"
 	// codeBodyUnreadable (400): reading the body failed.
 	codeBodyUnreadable = "request_body_unreadable"
-	// codeCallerUnknown (401): the CallerFunc failed.
+	// codeCallerUnknown (401): the caller function failed.
 	codeCallerUnknown = "caller_unknown"
 	// codeStoreFailed: the store failed; 503 with Retry-After when a retry
 	// may succeed, 500 without it when a retry would fail the same way (a

@@ -28,7 +28,7 @@ var neverStored = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 // handler should mark the start before its first effect.
 //
 // The resumed request has no credentials: Authorization, Proxy-Authorization
-// and Cookie are never stored (naming them panics), and the CallerFunc does
+// and Cookie are never stored (naming them panics), and the caller function does
 // not run again. A handler that authorizes from credentials should read the
 // caller of a resumed request (Execution.Resumed) from the Execution. The
 // stored request lives with its record (its TTL, Sweep) and is read only

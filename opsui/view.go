@@ -102,8 +102,8 @@ func detail(r idempotency.Record, now time.Time) Detail {
 	if err != nil {
 		d.StepsError = fmt.Sprintf("unreadable (%d bytes)", len(r.RecoveryData))
 	}
-	for _, s := range steps {
-		d.Steps = append(d.Steps, Step{Name: cut(s.Name), Data: redactData(s.Result)})
+	for name, result := range steps {
+		d.Steps = append(d.Steps, Step{Name: cut(name), Data: redactData(result)})
 	}
 	if len(r.Resume) > 0 {
 		if name, input, err := r.StoredWork(); err == nil {
