@@ -49,7 +49,7 @@ type Detail struct {
 	// it was parked), redacted.
 	LastError string `json:"last_error,omitempty"`
 	// Outcome is the stored outcome of a completed execution.
-	Outcome *Outcome `json:"outcome,omitempty"`
+	Outcome *StoredOutcome `json:"outcome,omitempty"`
 	// Actions are what may be done to it now: "retry", "discard", "resume".
 	Actions []string `json:"actions"`
 }
@@ -60,10 +60,10 @@ type Step struct {
 	Data string `json:"data"`
 }
 
-// Outcome is a stored outcome: for one stored by the Middleware its HTTP
+// StoredOutcome is a stored outcome: for one stored by the Middleware its HTTP
 // status and header (values redacted but for safe fields); the body by its
 // size only.
-type Outcome struct {
+type StoredOutcome struct {
 	Status int     `json:"status,omitempty"`
 	Header []Field `json:"header,omitempty"`
 	Body   string  `json:"body"`
@@ -114,9 +114,9 @@ func detail(r idempotency.Record, now time.Time) Detail {
 	}
 	if r.State == idempotency.StateCompleted {
 		if status, h, b, err := r.StoredHTTPResponse(); err == nil {
-			d.Outcome = &Outcome{Status: status, Header: redactHeader(h), Body: body(b)}
+			d.Outcome = &StoredOutcome{Status: status, Header: redactHeader(h), Body: body(b)}
 		} else {
-			d.Outcome = &Outcome{Body: body(r.Response)}
+			d.Outcome = &StoredOutcome{Body: body(r.Response)}
 		}
 	}
 	switch r.ListState(now) {

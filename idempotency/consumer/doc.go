@@ -166,7 +166,7 @@
 // the broker (how many deliveries it asked for and got), each delivery
 // taken (with how long the message waited at the broker, where the
 // broker says: Message.Published), each run of the handler (its
-// duration and error) and what became of each delivery (Outcome). The
+// duration and error) and what became of each delivery (DeliveryOutcome). The
 // otelretry module turns them into OpenTelemetry metrics; Stats counts
 // the same.
 package consumer
