@@ -14,7 +14,7 @@ var errInvalidKey = errors.New("idempotency: invalid idempotency key")
 // ParseKey parses one Idempotency-Key field value. It accepts the IETF
 // draft's form, a Structured Field string ("8e03978e-..."), and the plain form
 // (8e03978e-...) that Stripe-style clients send. Leading and trailing spaces
-// and tabs are ignored. The key itself must be 1 to maxKeyLen visible ASCII
+// and tabs are ignored. The key itself must be 1 to 255 visible ASCII
 // characters (0x21 to 0x7E); in the quoted form \" and \\ stand for " and \.
 // The plain form may not contain '"', '\' or ',' (a comma means a list, such
 // as two header lines joined). Structured Field parameters are not accepted.

@@ -96,7 +96,7 @@
 //
 // # The consumer's own Reconciler
 //
-// Run runs a Reconciler of its own (idempotency.Reconcile, scoped to the
+// Run runs a Reconciler of its own (Runner.Reconcile, scoped to the
 // consumer's caller, every Config.ReconcileInterval, skipped while a
 // dependency is down): nothing beside the consumer needs starting. It
 // finishes the executions of the consumer's caller that stalled (their
