@@ -178,7 +178,7 @@ type Runner struct {
 	ttl   time.Duration
 	// times learns how long executions take, for Retry-After hints.
 	times    executionTimes
-	observer func(ctx context.Context, o Observation)
+	observer func(ctx context.Context, obs Observation)
 	// works are the Works registered by name, for a Reconciler.
 	works sync.Map // string -> Work
 	// group sends concurrent claims and completions to a BatchStore

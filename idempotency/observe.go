@@ -53,7 +53,7 @@ type Observation struct {
 // that made it, with that call's context (the request's context behind
 // Middleware): it must be quick and must not block. Use it for metrics and
 // traces (the otelretry module provides one) or logs.
-func WithObserver(o func(ctx context.Context, o Observation)) Option {
+func WithObserver(o func(ctx context.Context, obs Observation)) Option {
 	return runnerOption(func(r *Runner) { r.observer = o })
 }
 
