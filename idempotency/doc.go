@@ -24,8 +24,8 @@
 //	 ├─ resumable (Request.Work and Runner.Register, or WithResume) ─► resumed, outcome stored
 //	 └─ nothing to resume with, or MaxAttempts reached ─► parked (Store.Park), reported
 //
-// Records live for the TTL (WithTTL); StartSweeper (or Sweep) removes the
-// expired ones.
+// Records live for the TTL (WithTTL); StartSweeper (or SweeperConfig.Sweep)
+// removes the expired ones.
 //
 // # Core
 //
@@ -178,6 +178,13 @@
 // PostgreSQL. Every Store must pass the conformance suite in package
 // idempotency/storetest. StartSweeper removes expired records from any
 // Store periodically, and StartReconciler finishes stalled executions.
+//
+// # Configuring
+//
+// NewRunner and Middleware take Options (one type for both: each With*
+// says which it is for, and the other ignores it); a component you start,
+// StartReconciler or StartSweeper, takes a Config whose zero fields are the
+// defaults.
 //
 // # Observing
 //
