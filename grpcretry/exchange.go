@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -151,7 +152,7 @@ func (x *exchange) respond(ctx context.Context, res idempotency.Result, err erro
 		setPushback(ctx, leaseLostWait)
 		return nil, refusalWithDelay(codes.Aborted, ReasonLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", leaseLostWait)
-	case errors.Is(err, idempotency.ErrTxFailed) && errors.Is(err, idempotency.ErrPermanent):
+	case errors.Is(err, idempotency.ErrTxFailed) && storePermanent(err):
 		return nil, refusal(codes.Internal, ReasonTxFailed,
 			"A statement of this call's transaction failed; it was rolled back and nothing was stored. "+
 				"Retrying will fail the same way until the cause is fixed.")
@@ -160,7 +161,7 @@ func (x *exchange) respond(ctx context.Context, res idempotency.Result, err erro
 		return nil, refusalWithDelay(codes.Unavailable, ReasonTxFailed,
 			"A statement of this call's transaction failed; it was rolled back and nothing was stored. "+
 				"Retry with the same "+x.s.keyName+".", storeWait)
-	case errors.Is(err, idempotency.ErrPermanent):
+	case storePermanent(err):
 		return nil, refusal(codes.Internal, ReasonStoreFailed, "The idempotency store cannot take this call.")
 	default:
 		setPushback(ctx, storeWait)
@@ -277,4 +278,12 @@ func (r *recordingStream) metadata() (header, trailer metadata.MD) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.header, r.trailer
+}
+
+// storePermanent reports whether a store's err will recur however often
+// the call is repeated (retry.IsPermanent: marked retry.Permanent, as the
+// stores mark such failures), but for a cancelled context: the caller may
+// just be going away.
+func storePermanent(err error) bool {
+	return !errors.Is(err, context.Canceled) && retry.IsPermanent(err)
 }

@@ -222,11 +222,11 @@ const (
 	testTTL   = 24 * time.Hour
 )
 
-func newEnv(opts ...idempotency.RunnerOption) *env {
+func newEnv(opts ...idempotency.Option) *env {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := idempotency.NewMemoryStore(mock)
-	opts = append([]idempotency.RunnerOption{idempotency.WithClock(mock), idempotency.WithLease(testLease), idempotency.WithTTL(testTTL)}, opts...)
+	opts = append([]idempotency.Option{idempotency.WithClock(mock), idempotency.WithLease(testLease), idempotency.WithTTL(testTTL)}, opts...)
 	return &env{clock: mock, store: store, runner: idempotency.NewRunner(store, opts...)}
 }
 

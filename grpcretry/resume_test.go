@@ -105,7 +105,7 @@ func TestReconcilerCallsAStalledCallAgain(t *testing.T) {
 
 	e.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), survivorRunner,
+	n, err := survivorRunner.Reconcile(context.Background(),
 		idempotency.ReconcilerConfig{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	require.NoError(t, err, log.String())
 	require.Equal(t, 1, n)

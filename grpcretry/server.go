@@ -44,8 +44,11 @@ func WithOptionalKeys() ServerOption {
 	return func(s *ServerInterceptor) { s.optional = true }
 }
 
-// WithMaxResponseSize sets the largest outcome stored (default
-// idempotency.DefaultMaxResponseBody), counting everything stored: the
+// defaultMaxResponse is the largest outcome stored by default: 1 MiB.
+const defaultMaxResponse = 1 << 20
+
+// WithMaxResponseSize sets the largest outcome stored (default 1 MiB, as
+// the HTTP Middleware's default), counting everything stored: the
 // reply, the status and the metadata. A larger outcome is not sent: an
 // INTERNAL status (reason RESPONSE_TOO_LARGE) is stored and sent instead,
 // since execution began and must never run twice. Values <= 0 are ignored.
@@ -86,7 +89,7 @@ func NewServerInterceptor(runner *idempotency.Runner, caller CallerFunc, opts ..
 	if runner == nil || caller == nil {
 		panic("grpcretry: NewServerInterceptor needs a Runner and a CallerFunc")
 	}
-	s := &ServerInterceptor{runner: runner, caller: caller, keyName: KeyMetadata, maxResponse: idempotency.DefaultMaxResponseBody}
+	s := &ServerInterceptor{runner: runner, caller: caller, keyName: KeyMetadata, maxResponse: defaultMaxResponse}
 	for _, o := range opts {
 		if o != nil {
 			o(s)

@@ -448,7 +448,7 @@ func TestStoreFailures(t *testing.T) {
 		pushback []string
 	}{
 		{errors.New("connection refused"), codes.Unavailable, []string{"1000"}},
-		{idempotency.Permanent(errors.New("key too long for the store")), codes.Internal, nil},
+		{retry.Permanent(errors.New("key too long for the store")), codes.Internal, nil},
 	} {
 		e := newEnv()
 		e.runner = idempotency.NewRunner(failingStore{Store: e.store, err: tc.err})
@@ -524,11 +524,11 @@ func TestHandlerSeesTheExecutionAndItsSteps(t *testing.T) {
 
 func TestReasonsAreTheProblemCodes(t *testing.T) {
 	for reason, code := range map[string]string{
-		grpcretry.ReasonKeyMissing: idempotency.CodeKeyMissing, grpcretry.ReasonKeyInvalid: idempotency.CodeKeyInvalid,
-		grpcretry.ReasonKeyMismatch: idempotency.CodeKeyMismatch, grpcretry.ReasonInProgress: idempotency.CodeInProgress,
-		grpcretry.ReasonLeaseLost: idempotency.CodeLeaseLost, grpcretry.ReasonCallerUnknown: idempotency.CodeCallerUnknown,
-		grpcretry.ReasonStoreFailed: idempotency.CodeStoreFailed, grpcretry.ReasonTxFailed: idempotency.CodeTxFailed,
-		grpcretry.ReasonResponseTooBig: idempotency.CodeResponseTooBig, grpcretry.ReasonPanicked: idempotency.CodeHandlerPanicked,
+		grpcretry.ReasonKeyMissing: "idempotency_key_missing", grpcretry.ReasonKeyInvalid: "idempotency_key_invalid",
+		grpcretry.ReasonKeyMismatch: "idempotency_key_mismatch", grpcretry.ReasonInProgress: "idempotency_key_in_progress",
+		grpcretry.ReasonLeaseLost: "idempotency_lease_lost", grpcretry.ReasonCallerUnknown: "caller_unknown",
+		grpcretry.ReasonStoreFailed: "idempotency_store_failed", grpcretry.ReasonTxFailed: "transaction_rolled_back",
+		grpcretry.ReasonResponseTooBig: "response_too_large", grpcretry.ReasonPanicked: "handler_panicked",
 	} {
 		assert.Equal(t, reason, upper(code))
 	}

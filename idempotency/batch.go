@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
 // Batch runs the executions of many requests with their durable work
@@ -87,7 +89,7 @@ func noWork(context.Context, *Execution) ([]byte, error) { return nil, nil }
 // it is durable. Run every Do of a batch before its last Commit.
 func (b *Batch) Do(ctx context.Context, i int, work Work) (Result, error) {
 	if i < 0 || i >= len(b.reqs) {
-		return Result{}, Permanent(fmt.Errorf("idempotency: batch has no request %d", i))
+		return Result{}, retry.Permanent(fmt.Errorf("idempotency: batch has no request %d", i))
 	}
 	req := b.reqs[i]
 	var begin txBeginner = b.r.txBegin()
@@ -180,7 +182,7 @@ func (bb batchBegin) Begin(ctx context.Context, f Fence) (Tx, error) {
 // request's next claim does not wait for the lease to run out.
 func (b *Batch) Skip(ctx context.Context, i int) error {
 	if i < 0 || i >= len(b.reqs) {
-		return Permanent(fmt.Errorf("idempotency: batch has no request %d", i))
+		return retry.Permanent(fmt.Errorf("idempotency: batch has no request %d", i))
 	}
 	b.mu.Lock()
 	fresh := b.claims != nil && !b.used[i]

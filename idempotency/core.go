@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/exactlyonce/retry"
 )
 
 // Default settings of a Runner.
 const (
-	// DefaultLease is how long an execution holds a key before a retry may take
+	// defaultLease is how long an execution holds a key before a retry may take
 	// it over, unless a recovery point or Execution.Extend renews it.
-	DefaultLease = time.Minute
-	// DefaultTTL is how long a key and its outcome are kept: at least as long
+	defaultLease = time.Minute
+	// defaultTTL is how long a key and its outcome are kept: at least as long
 	// as clients keep retrying.
-	DefaultTTL = 24 * time.Hour
+	defaultTTL = 24 * time.Hour
 )
 
 // abandonLease is the lease left on a key whose execution failed after
@@ -27,11 +28,11 @@ const (
 const abandonLease = time.Microsecond
 
 // errEmptyKey is returned by Runner.Do for a Request without a Key.
-var errEmptyKey = Permanent(errors.New("idempotency: empty key"))
+var errEmptyKey = retry.Permanent(errors.New("idempotency: empty key"))
 
 // errStartedWithoutWork is returned by Runner.Do for a Request with
 // StartedAtClaim and no Work.
-var errStartedWithoutWork = Permanent(errors.New("idempotency: StartedAtClaim needs Work"))
+var errStartedWithoutWork = retry.Permanent(errors.New("idempotency: StartedAtClaim needs Work"))
 
 // Request names one unit of work.
 type Request struct {
@@ -112,39 +113,57 @@ type Result struct {
 	Attempt int64
 }
 
-// RunnerOption configures a Runner.
-type RunnerOption func(*Runner)
+// Option configures a Runner (NewRunner) or the Middleware: the one option
+// type of this package, as retry.Option is the root package's. Each With*
+// function says which of the two it is for; given to the other one, an
+// option is ignored, so one list of options may be passed to both.
+type Option interface {
+	applyRunner(*Runner)
+	applyMiddleware(*middleware)
+}
 
-// WithLease sets how long an execution holds its key before a retry may take
-// it over (default DefaultLease). Every recovery point renews it. Values <= 0
+// runnerOption is an Option for NewRunner (ignored by the Middleware).
+type runnerOption func(*Runner)
+
+func (f runnerOption) applyRunner(r *Runner)     { f(r) }
+func (runnerOption) applyMiddleware(*middleware) {}
+
+// middlewareOption is an Option for the Middleware (ignored by NewRunner).
+type middlewareOption func(*middleware)
+
+func (middlewareOption) applyRunner(*Runner)             {}
+func (f middlewareOption) applyMiddleware(m *middleware) { f(m) }
+
+// WithLease, for NewRunner, sets how long an execution holds its key before a retry may take
+// it over (default 1 minute). Every recovery point renews it. Values <= 0
 // are ignored.
-func WithLease(d time.Duration) RunnerOption {
-	return func(r *Runner) {
+func WithLease(d time.Duration) Option {
+	return runnerOption(func(r *Runner) {
 		if d > 0 {
 			r.lease = d
 		}
-	}
+	})
 }
 
-// WithTTL sets how long a key and its outcome live from the first claim
-// (default DefaultTTL). Values <= 0 are ignored.
-func WithTTL(d time.Duration) RunnerOption {
-	return func(r *Runner) {
+// WithTTL, for NewRunner, sets how long a key and its outcome live from the first claim
+// (default 24 hours). Values <= 0 are ignored.
+func WithTTL(d time.Duration) Option {
+	return runnerOption(func(r *Runner) {
 		if d > 0 {
 			r.ttl = d
 		}
-	}
+	})
 }
 
-// WithClock sets the clock that times executions (for Retry-After hints) and,
+// WithClock, for NewRunner, sets the clock that times executions (for Retry-After hints) and,
 // when NewRunner makes the default MemoryStore, the clock of that store
 // (default: the system clock).
-func WithClock(c clock.Clock) RunnerOption {
-	return func(r *Runner) {
+func WithClock(c clock.Clock) Option {
+	return runnerOption(func(r *Runner) {
 		if c != nil {
 			r.clock = c
 		}
-	}
+	})
 }
 
 // Runner runs units of work at most once to completion per (caller, key) and
@@ -159,7 +178,7 @@ type Runner struct {
 	ttl   time.Duration
 	// times learns how long executions take, for Retry-After hints.
 	times    executionTimes
-	observer Observer
+	observer func(ctx context.Context, obs Observation)
 	// works are the Works registered by name, for a Reconciler.
 	works sync.Map // string -> Work
 	// group sends concurrent claims and completions to a BatchStore
@@ -177,11 +196,11 @@ type Runner struct {
 // go together, in one store operation, as soon as it is back. An
 // execution whose transaction made no statement completes with the
 // others; one that wrote commits its own.
-func NewRunner(store Store, opts ...RunnerOption) *Runner {
-	r := &Runner{clock: clock.New(), lease: DefaultLease, ttl: DefaultTTL}
+func NewRunner(store Store, opts ...Option) *Runner {
+	r := &Runner{clock: clock.New(), lease: defaultLease, ttl: defaultTTL}
 	for _, o := range opts {
 		if o != nil {
-			o(r)
+			o.applyRunner(r)
 		}
 	}
 	if store == nil {
@@ -327,7 +346,7 @@ func (r *Runner) claimRequest(req Request, work Work) (ClaimRequest, Work, error
 	if req.Work != "" {
 		if work == nil {
 			if work = r.registered(req.Work); work == nil {
-				return ClaimRequest{}, nil, Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
+				return ClaimRequest{}, nil, retry.Permanent(fmt.Errorf("idempotency: no work given and none registered as %q", req.Work))
 			}
 		}
 		cr.Resume = encodeResume(req.Work, req.Input)
@@ -384,7 +403,7 @@ func (r *Runner) claimedWith(ctx context.Context, c Claim, claimed time.Time, wo
 			out = OutcomeParked
 		}
 	default:
-		out, err = OutcomeFailed, Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
+		out, err = OutcomeFailed, retry.Permanent(fmt.Errorf("idempotency: claim: unknown outcome %d", c.Outcome))
 	}
 	r.observe(ctx, out, rec.Caller, rec.Key, rec.Attempt, err)
 	return res, err

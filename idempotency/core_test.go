@@ -197,11 +197,11 @@ func TestNilStoreIsMemory(t *testing.T) {
 	t.Parallel()
 	r := idempotency.NewRunner(nil)
 	require.IsType(t, &idempotency.MemoryStore{}, r.Store())
-	assert.Equal(t, idempotency.DefaultLease, r.Lease())
-	assert.Equal(t, idempotency.DefaultTTL, r.TTL())
+	assert.Equal(t, time.Minute, r.Lease())
+	assert.Equal(t, 24*time.Hour, r.TTL())
 	r = idempotency.NewRunner(nil, idempotency.WithLease(-1), idempotency.WithTTL(0), idempotency.WithClock(nil))
-	assert.Equal(t, idempotency.DefaultLease, r.Lease())
-	assert.Equal(t, idempotency.DefaultTTL, r.TTL())
+	assert.Equal(t, time.Minute, r.Lease())
+	assert.Equal(t, 24*time.Hour, r.TTL())
 }
 
 func TestCorruptRecoveryDataIsAnError(t *testing.T) {

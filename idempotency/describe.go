@@ -1,46 +1,44 @@
 package idempotency
 
 import (
+	"iter"
 	"net/http"
 )
 
-// StoredStep is one completed step of an execution, as saved in
-// Record.RecoveryData: its name and its result.
-type StoredStep struct {
-	Name   string
-	Result []byte
+// StoredSteps decodes r.RecoveryData into the completed steps, for an
+// operator's view of an execution: each step's name and result, in the
+// order they completed (nil data: no step). On an error the sequence is
+// empty.
+func (r Record) StoredSteps() (iter.Seq2[string, []byte], error) {
+	var steps []stepResult
+	if len(r.RecoveryData) > 0 {
+		var err error
+		if steps, err = decodeSteps(r.RecoveryData); err != nil {
+			return func(func(string, []byte) bool) {}, err
+		}
+	}
+	return func(yield func(string, []byte) bool) {
+		for _, s := range steps {
+			if !yield(s.name, s.result) {
+				return
+			}
+		}
+	}, nil
 }
 
-// StoredSteps decodes Record.RecoveryData into the completed steps, for an
-// operator's view of an execution (nil data: no step).
-func StoredSteps(data []byte) ([]StoredStep, error) {
-	if len(data) == 0 {
-		return nil, nil
-	}
-	steps, err := decodeSteps(data)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]StoredStep, len(steps))
-	for i, s := range steps {
-		out[i] = StoredStep{Name: s.name, Result: s.result}
-	}
-	return out, nil
-}
-
-// StoredWork decodes Record.Resume: the name of the work that resumes the
+// StoredWork decodes r.Resume: the name of the work that resumes the
 // execution (Request.Work, or the Middleware's WithResume name) and its
 // input (for the Middleware, the encoded request).
-func StoredWork(resume []byte) (name string, input []byte, err error) {
-	return decodeResume(resume)
+func (r Record) StoredWork() (name string, input []byte, err error) {
+	return decodeResume(r.Resume)
 }
 
-// StoredHTTPResponse decodes a Record.Response stored by the Middleware:
-// the status, header and body of the outcome. A response stored by
-// Runner.Do is the Work's own bytes, which usually fail to decode.
-func StoredHTTPResponse(b []byte) (status int, header http.Header, body []byte, err error) {
+// StoredHTTPResponse decodes r.Response as stored by the Middleware: the
+// status, header and body of the outcome. A response stored by Runner.Do
+// is the Work's own bytes, which usually fail to decode.
+func (r Record) StoredHTTPResponse() (status int, header http.Header, body []byte, err error) {
 	var w capture
-	if err := writeStored(&w, b, false); err != nil {
+	if err := writeStored(&w, r.Response, false); err != nil {
 		return 0, nil, nil, err
 	}
 	return w.status, w.header, w.body, nil

@@ -105,7 +105,7 @@ func TestClientDisconnectDoesNotCutTheHandlerShort(t *testing.T) {
 		}
 		require.Equal(t, http.StatusCreated, res.StatusCode, "%s", body)
 		require.Equal(t, "transferred", string(body))
-		require.Equal(t, "true", res.Header.Get(idempotency.ReplayedHeader))
+		require.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
 		break
 	}
 	assert.Equal(t, []string{"debit", "credit"}, l.list(), "one whole transfer")

@@ -24,8 +24,8 @@
 //	 ├─ resumable (Request.Work and Runner.Register, or WithResume) ─► resumed, outcome stored
 //	 └─ nothing to resume with, or MaxAttempts reached ─► parked (Store.Park), reported
 //
-// Records live for the TTL (WithTTL); StartSweeper (or Sweep) removes the
-// expired ones.
+// Records live for the TTL (WithTTL); StartSweeper (or SweeperConfig.Sweep)
+// removes the expired ones.
 //
 // # Core
 //
@@ -71,7 +71,7 @@
 // A retry that comes back resumes a stalled execution; when none comes (a
 // browser closed, a job runner gave up, a webhook sender will call again
 // only hours later), a Reconciler does. StartReconciler runs one beside the
-// Sweeper (Reconcile makes a single pass); every instance sharing a store
+// Sweeper (Runner.Reconcile makes a single pass); every instance sharing a store
 // may run one, since the store gives each stalled execution to one of them
 // per lease. Every interval it takes over, in batches, the executions that
 // began (MarkStarted, or a Step) and whose lease ran out, and resumes each
@@ -145,7 +145,7 @@
 //
 // Middleware applies the core to HTTP requests: the key comes from the
 // Idempotency-Key header (a Structured Field string or a plain token, see
-// ParseKey), the caller from a CallerFunc, the fingerprint from the method,
+// ParseKey), the caller from the Middleware's caller function, the fingerprint from the method,
 // path, query and body (Fingerprint). It answers with RFC 9457 problem
 // details: 400 for a missing or malformed key, 413 for a body over the limit,
 // 422 for a key reused with another request, 409 with a short Retry-After
@@ -178,6 +178,13 @@
 // PostgreSQL. Every Store must pass the conformance suite in package
 // idempotency/storetest. StartSweeper removes expired records from any
 // Store periodically, and StartReconciler finishes stalled executions.
+//
+// # Configuring
+//
+// NewRunner and Middleware take Options (one type for both: each With*
+// says which it is for, and the other ignores it); a component you start,
+// StartReconciler or StartSweeper, takes a Config whose zero fields are the
+// defaults.
 //
 // # Observing
 //

@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/exactlyonce/retry/idempotency"
 )
 
 // TestOverLoopback runs the Middleware behind a real net/http server.
@@ -42,12 +40,12 @@ func TestOverLoopback(t *testing.T) {
 	require.Equal(t, http.StatusCreated, first.StatusCode)
 	assert.Equal(t, "made:hello", body)
 	assert.EqualValues(t, len(body), first.ContentLength)
-	assert.Empty(t, first.Header.Get(idempotency.ReplayedHeader))
+	assert.Empty(t, first.Header.Get("Idempotent-Replayed"))
 
 	replay, rbody := post("e2e-1", "hello")
 	assert.Equal(t, http.StatusCreated, replay.StatusCode)
 	assert.Equal(t, body, rbody)
-	assert.Equal(t, "true", replay.Header.Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 	assert.Equal(t, first.Header.Values("X-Multi"), replay.Header.Values("X-Multi"))
 	assert.Equal(t, first.Header.Get("Content-Type"), replay.Header.Get("Content-Type"))
 	assert.EqualValues(t, 1, c.runs.Load())

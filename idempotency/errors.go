@@ -1,9 +1,12 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
 // ErrFingerprintMismatch is returned by Runner.Do when the key was first used
@@ -98,26 +101,12 @@ func (a *abort) Unwrap() []error {
 	return []error{ErrAborted, a.err}
 }
 
-// ErrPermanent is matched (errors.Is) by every error made with Permanent: a
-// failure that will recur however often the same call is repeated.
-var ErrPermanent = errors.New("idempotency: permanent failure")
-
-// Permanent marks err, returned by a Store (or a Tx), as permanent: a
-// repeat of the same call fails the same way (an input the store cannot
-// take, a limit of the store, a missing table), as opposed to a transient
-// failure (a refused connection, a timeout, a serialization failure) that a
-// retry may get past. The Middleware answers a permanent failure with 500
-// and no Retry-After, a transient one with 503 and Retry-After.
-// errors.Is(err, ErrPermanent) is true and errors.Is/As also see err.
-// Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanent{err: err}
+// permanent reports whether a store's (or a Tx's) err will recur however
+// often the same call is repeated: marked with retry.Permanent (an input the
+// store cannot take, a limit of the store, a missing table), or another error
+// retry.IsPermanent counts. A cancelled context is not: the caller may just
+// be going away. The Middleware answers a permanent failure with 500 and no
+// Retry-After, a transient one with 503 and Retry-After.
+func permanent(err error) bool {
+	return !errors.Is(err, context.Canceled) && retry.IsPermanent(err)
 }
-
-type permanent struct{ err error }
-
-func (p *permanent) Error() string   { return p.err.Error() }
-func (p *permanent) Unwrap() []error { return []error{ErrPermanent, p.err} }

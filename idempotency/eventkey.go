@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// WithKeyFromJSON takes each request's key from its JSON body, at pointer
+// WithKeyFromJSON, for the Middleware, takes each request's key from its JSON body, at pointer
 // (an RFC 6901 JSON Pointer such as "/id" or "/event/id"), instead of from
 // a header: for webhook receivers whose sender puts the event id in the
 // body, as Stripe does ("/id"). A token that is a decimal index ("0",
@@ -25,7 +25,7 @@ import (
 // (X-GitHub-Delivery), needs no more than WithKeyHeader with that name.
 // Either way the fingerprint still covers the whole body: an event id
 // sent again with another body gets 422.
-func WithKeyFromJSON(pointer string) MiddlewareOption {
+func WithKeyFromJSON(pointer string) Option {
 	tokens, ok := parsePointer(pointer)
 	if !ok || len(tokens) == 0 {
 		panic("idempotency: WithKeyFromJSON needs a JSON Pointer such as \"/id\", got " + pointer)
@@ -63,20 +63,20 @@ func (h *jsonKeyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, tooLarge, err := readBody(r, h.m.maxRequest, nil)
 	switch {
 	case tooLarge:
-		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
+		writeProblem(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "The request body is too large.", 0)
 		return
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
+		writeProblem(w, http.StatusBadRequest, codeBodyUnreadable, "The request body could not be read.", 0)
 		return
 	}
 	key, found := jsonKey(body, h.m.jsonKey)
 	switch {
 	case !found:
-		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "This request needs a JSON body with its event id at /"+
+		writeProblem(w, http.StatusBadRequest, codeKeyMissing, "This request needs a JSON body with its event id at /"+
 			strings.Join(h.m.jsonKey, "/")+".", 0)
 		return
 	case !validKey(key):
-		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid,
+		writeProblem(w, http.StatusBadRequest, codeKeyInvalid,
 			"The event id must be 1 to 255 visible ASCII characters.", 0)
 		return
 	}

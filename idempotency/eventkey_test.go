@@ -18,7 +18,7 @@ import (
 
 // webhook returns a receiver behind the Middleware with opts, and the
 // number of events it handled.
-func webhook(t *testing.T, opts ...idempotency.MiddlewareOption) (http.Handler, *atomic.Int32) {
+func webhook(t *testing.T, opts ...idempotency.Option) (http.Handler, *atomic.Int32) {
 	t.Helper()
 	var handled atomic.Int32
 	h := idempotency.Middleware(idempotency.NewRunner(nil), idempotency.SingleTenant, opts...)(
@@ -107,13 +107,13 @@ func TestKeyFromJSONProblems(t *testing.T) {
 		body, code string
 		status     int
 	}{
-		{`not json`, idempotency.CodeKeyMissing, http.StatusBadRequest},
-		{`{"type":"x"}`, idempotency.CodeKeyMissing, http.StatusBadRequest},
-		{`{"id":{"nested":true}}`, idempotency.CodeKeyMissing, http.StatusBadRequest},
-		{`["id"]`, idempotency.CodeKeyMissing, http.StatusBadRequest},
-		{`{"id":"has space"}`, idempotency.CodeKeyInvalid, http.StatusBadRequest},
-		{`{"id":""}`, idempotency.CodeKeyInvalid, http.StatusBadRequest},
-		{`{"id":"` + strings.Repeat("x", 100) + `"}`, idempotency.CodeBodyTooLarge, http.StatusRequestEntityTooLarge},
+		{`not json`, "idempotency_key_missing", http.StatusBadRequest},
+		{`{"type":"x"}`, "idempotency_key_missing", http.StatusBadRequest},
+		{`{"id":{"nested":true}}`, "idempotency_key_missing", http.StatusBadRequest},
+		{`["id"]`, "idempotency_key_missing", http.StatusBadRequest},
+		{`{"id":"has space"}`, "idempotency_key_invalid", http.StatusBadRequest},
+		{`{"id":""}`, "idempotency_key_invalid", http.StatusBadRequest},
+		{`{"id":"` + strings.Repeat("x", 100) + `"}`, "request_body_too_large", http.StatusRequestEntityTooLarge},
 	} {
 		w := post(h, tc.body)
 		assert.Equal(t, tc.status, w.Code, tc.body)

@@ -146,7 +146,7 @@ func ExampleRunner_Do_queueConsumer() {
 // the work registered under its Request.Work and the Input saved with it.
 // Production code runs StartReconciler beside the Sweeper; the example
 // makes one pass on a mock clock.
-func ExampleReconcile() {
+func ExampleRunner_Reconcile() {
 	mock := clock.NewMock()
 	runner := idempotency.NewRunner(idempotency.NewMemoryStore(mock), idempotency.WithClock(mock))
 	runner.Register("receipt", func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
@@ -161,7 +161,7 @@ func ExampleReconcile() {
 	fmt.Println(err)
 
 	mock.Add(time.Second) // the failed execution's lease has run out
-	n, _ := idempotency.Reconcile(context.Background(), runner, idempotency.ReconcilerConfig{
+	n, _ := runner.Reconcile(context.Background(), idempotency.ReconcilerConfig{
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	fmt.Println("resumed", n)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
 // Execution is one attempt at running a unit of work, owning its key until it
@@ -62,7 +64,7 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 		steps, err := decodeSteps(rec.RecoveryData)
 		if err != nil {
 			// Every retry would read the same bytes.
-			return nil, Permanent(fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err))
+			return nil, retry.Permanent(fmt.Errorf("idempotency: recovery data of (%q, %q): %w", rec.Caller, rec.Key, err))
 		}
 		e.steps = steps
 	}
@@ -74,7 +76,7 @@ func newExecution(r *Runner, c Claim) (*Execution, error) {
 	if len(rec.Resume) > 0 {
 		_, input, err := decodeResume(rec.Resume)
 		if err != nil {
-			return nil, Permanent(fmt.Errorf("idempotency: stored work of (%q, %q): %w", rec.Caller, rec.Key, err))
+			return nil, retry.Permanent(fmt.Errorf("idempotency: stored work of (%q, %q): %w", rec.Caller, rec.Key, err))
 		}
 		e.input, e.resumable = input, true
 	}

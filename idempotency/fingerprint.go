@@ -8,14 +8,14 @@ import (
 	"strings"
 )
 
-// FingerprintVersion prefixes every fingerprint Fingerprint makes, so that a
+// currentFingerprint prefixes every fingerprint Fingerprint makes, so that a
 // future algorithm can be told apart from this one: the Middleware
 // recomputes a request's fingerprint in the version a key was stored with
 // (see Request.Refingerprint) instead of turning retries into false
 // mismatches.
-const FingerprintVersion = "v1"
+const currentFingerprint = "v1"
 
-// Fingerprint returns the fingerprint of an HTTP request: FingerprintVersion,
+// Fingerprint returns the fingerprint of an HTTP request: its version ("v1"),
 // a colon, and the hex SHA-256 of the method, the escaped path, the canonical
 // query and the body, each preceded by its length as a big-endian uint64.
 // The canonical query has its parameters sorted by name (values keep their
@@ -34,16 +34,16 @@ func Fingerprint(method, path, rawQuery string, body []byte) string {
 	field([]byte(canonicalQuery(rawQuery)))
 	field(body)
 	var sum [sha256.Size]byte
-	var out [len(FingerprintVersion) + 1 + 2*sha256.Size]byte
-	copy(out[:], FingerprintVersion+":")
-	hex.Encode(out[len(FingerprintVersion)+1:], h.Sum(sum[:0]))
+	var out [len(currentFingerprint) + 1 + 2*sha256.Size]byte
+	copy(out[:], currentFingerprint+":")
+	hex.Encode(out[len(currentFingerprint)+1:], h.Sum(sum[:0]))
 	return string(out[:])
 }
 
 // fingerprintWith is Fingerprint in the given algorithm version; false for a
 // version this package does not know.
 func fingerprintWith(version, method, path, rawQuery string, body []byte) (string, bool) {
-	if version != FingerprintVersion {
+	if version != currentFingerprint {
 		return "", false
 	}
 	return Fingerprint(method, path, rawQuery, body), true

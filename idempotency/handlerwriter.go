@@ -7,17 +7,17 @@ import (
 	"sync"
 )
 
-// ErrHandlerReturned is returned by the Write method of the ResponseWriter
+// errHandlerReturned is returned by the Write method of the ResponseWriter
 // that the Middleware gives a handler, once the handler has returned. (A
 // ResponseWriter may not be used after the handler returns; a goroutine the
 // handler left behind gets this error instead of reaching another request.)
-var ErrHandlerReturned = errors.New("idempotency: ResponseWriter used after the handler returned")
+var errHandlerReturned = errors.New("idempotency: ResponseWriter used after the handler returned")
 
 // handlerWriter is the ResponseWriter a handler behind the Middleware gets,
 // and its body field the handler's request body. Both are made for one
 // request and never pooled. They forward to the request's (pooled) recorder
 // until the handler returns, and let go of it then: from that moment a
-// Write fails with ErrHandlerReturned, a Read with
+// Write fails with errHandlerReturned, a Read with
 // http.ErrBodyReadAfterClose, Header returns a map that goes nowhere, and
 // WriteHeader and Flush do nothing, so a goroutine the handler left behind
 // can never touch the response, body or stored replay of another request.
@@ -62,7 +62,7 @@ func (w *handlerWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.rw == nil {
-		return 0, ErrHandlerReturned
+		return 0, errHandlerReturned
 	}
 	return w.rw.write(p, w.header)
 }
@@ -72,7 +72,7 @@ func (w *handlerWriter) WriteString(s string) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.rw == nil {
-		return 0, ErrHandlerReturned
+		return 0, errHandlerReturned
 	}
 	return w.rw.writeString(s, w.header)
 }

@@ -81,7 +81,7 @@ func TestResponseLimitCoversHeader(t *testing.T) {
 		_, _ = io.WriteString(w, "small body")
 	}), idempotency.WithMaxResponseHeader(limit))
 	p := problem(t, do(h, "x", withKey("k")), http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeResponseTooBig, p.Code)
+	assert.Equal(t, "response_too_large", p.Code)
 	rec, err := e.store.Get(context.Background(), "", "k")
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(rec.Response), limit, "stored bytes")
@@ -138,7 +138,7 @@ func TestResponseLimitIsExact(t *testing.T) {
 func TestDefaultLimitStoresAOneMiBBody(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	body := strings.Repeat("b", idempotency.DefaultMaxResponseBody)
+	body := strings.Repeat("b", 1<<20)
 	var runs atomic.Int64
 	h := e.handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
@@ -167,7 +167,7 @@ func TestDefaultLimitBoundsTheHeader(t *testing.T) {
 		_, _ = io.WriteString(w, "small body")
 	}))
 	p := problem(t, do(h, "x", withKey("k")), http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeResponseTooBig, p.Code)
+	assert.Equal(t, "response_too_large", p.Code)
 	rec, err := e.store.Get(context.Background(), "", "k")
 	require.NoError(t, err)
 	assert.Less(t, len(rec.Response), 1<<10, "the small problem is stored instead")

@@ -49,7 +49,7 @@ func byTenant(r *http.Request) (string, error) {
 }
 
 // handle wraps h in the env's Middleware.
-func (e *env) handle(h http.Handler, opts ...idempotency.MiddlewareOption) http.Handler {
+func (e *env) handle(h http.Handler, opts ...idempotency.Option) http.Handler {
 	return idempotency.Middleware(e.runner, byTenant, opts...)(h)
 }
 
@@ -89,12 +89,22 @@ func do(h http.Handler, body string, opts ...reqOpt) *httptest.ResponseRecorder 
 	return w
 }
 
+// problemDoc is an RFC 9457 problem detail as the Middleware writes it
+// (docs/protocol.md).
+type problemDoc struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+}
+
 // problem decodes a problem response, checking its media type and status.
-func problem(t *testing.T, w *httptest.ResponseRecorder, status int) idempotency.Problem {
+func problem(t *testing.T, w *httptest.ResponseRecorder, status int) problemDoc {
 	t.Helper()
 	require.Equal(t, status, w.Code, "body: %s", w.Body.String())
 	require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
-	var p idempotency.Problem
+	var p problemDoc
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
 	require.Equal(t, status, p.Status)
 	require.NotEmpty(t, p.Title)
@@ -108,9 +118,9 @@ func sameResponse(t *testing.T, first, replay *httptest.ResponseRecorder) {
 	t.Helper()
 	require.Equal(t, first.Code, replay.Code)
 	require.Equal(t, first.Body.Bytes(), replay.Body.Bytes())
-	require.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	require.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	want, got := first.Header().Clone(), replay.Header().Clone()
-	want.Set(idempotency.ReplayedHeader, "true")
+	want.Set("Idempotent-Replayed", "true")
 	for _, h := range []http.Header{want, got} { // each echoes its own request's key
 		h.Del("Idempotency-Key")
 		h.Del("X-Request-Key")

@@ -5,34 +5,34 @@ import (
 	"strings"
 )
 
-// MaxKeyLen is the longest idempotency key accepted, in bytes.
-const MaxKeyLen = 255
+// maxKeyLen is the longest idempotency key accepted, in bytes.
+const maxKeyLen = 255
 
-// ErrInvalidKey is returned by ParseKey for a malformed key.
-var ErrInvalidKey = errors.New("idempotency: invalid idempotency key")
+// errInvalidKey is returned by ParseKey for a malformed key.
+var errInvalidKey = errors.New("idempotency: invalid idempotency key")
 
 // ParseKey parses one Idempotency-Key field value. It accepts the IETF
 // draft's form, a Structured Field string ("8e03978e-..."), and the plain form
 // (8e03978e-...) that Stripe-style clients send. Leading and trailing spaces
-// and tabs are ignored. The key itself must be 1 to MaxKeyLen visible ASCII
+// and tabs are ignored. The key itself must be 1 to 255 visible ASCII
 // characters (0x21 to 0x7E); in the quoted form \" and \\ stand for " and \.
 // The plain form may not contain '"', '\' or ',' (a comma means a list, such
 // as two header lines joined). Structured Field parameters are not accepted.
 func ParseKey(field string) (string, error) {
 	s := strings.Trim(field, " \t")
 	if s == "" {
-		return "", ErrInvalidKey
+		return "", errInvalidKey
 	}
 	if s[0] == '"' {
 		return parseQuotedKey(s)
 	}
-	if len(s) > MaxKeyLen {
-		return "", ErrInvalidKey
+	if len(s) > maxKeyLen {
+		return "", errInvalidKey
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' || c == ',' {
-			return "", ErrInvalidKey
+			return "", errInvalidKey
 		}
 	}
 	return s, nil
@@ -43,11 +43,11 @@ func parseQuotedKey(s string) (string, error) {
 	// Fast path: no escapes.
 	if end := strings.IndexAny(s[1:], "\"\\"); end >= 0 && s[1+end] == '"' {
 		if 1+end+1 != len(s) {
-			return "", ErrInvalidKey
+			return "", errInvalidKey
 		}
 		key := s[1 : 1+end]
 		if !validKey(key) {
-			return "", ErrInvalidKey
+			return "", errInvalidKey
 		}
 		return key, nil
 	}
@@ -58,33 +58,33 @@ func parseQuotedKey(s string) (string, error) {
 		case c == '\\':
 			i++
 			if i == len(s) || (s[i] != '"' && s[i] != '\\') {
-				return "", ErrInvalidKey
+				return "", errInvalidKey
 			}
 			b.WriteByte(s[i])
 		case c == '"':
 			if i+1 != len(s) {
-				return "", ErrInvalidKey
+				return "", errInvalidKey
 			}
 			key := b.String()
 			if !validKey(key) {
-				return "", ErrInvalidKey
+				return "", errInvalidKey
 			}
 			return key, nil
 		case c < 0x21 || c > 0x7e:
-			return "", ErrInvalidKey
+			return "", errInvalidKey
 		default:
 			b.WriteByte(c)
 		}
-		if b.Len() > MaxKeyLen {
-			return "", ErrInvalidKey
+		if b.Len() > maxKeyLen {
+			return "", errInvalidKey
 		}
 	}
-	return "", ErrInvalidKey // no closing quote
+	return "", errInvalidKey // no closing quote
 }
 
-// validKey reports whether key is 1 to MaxKeyLen visible ASCII characters.
+// validKey reports whether key is 1 to maxKeyLen visible ASCII characters.
 func validKey(key string) bool {
-	if key == "" || len(key) > MaxKeyLen {
+	if key == "" || len(key) > maxKeyLen {
 		return false
 	}
 	for i := 0; i < len(key); i++ {

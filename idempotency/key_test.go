@@ -34,7 +34,7 @@ func TestParseKey(t *testing.T) {
 		`a"b`, `a\b`, "a,b", `"a", "b"`, `"`,
 	} {
 		_, err := idempotency.ParseKey(field)
-		assert.ErrorIs(t, err, idempotency.ErrInvalidKey, "%q", field)
+		assert.Error(t, err, "%q", field)
 	}
 }
 
@@ -53,7 +53,7 @@ func FuzzParseKey(f *testing.F) {
 			}
 			return
 		}
-		if len(key) == 0 || len(key) > idempotency.MaxKeyLen {
+		if len(key) == 0 || len(key) > 255 {
 			t.Fatalf("ParseKey(%q) = %q: length %d", field, key, len(key))
 		}
 		for i := 0; i < len(key); i++ {
@@ -76,7 +76,7 @@ func FuzzParseKey(f *testing.F) {
 func TestFingerprint(t *testing.T) {
 	t.Parallel()
 	fp := idempotency.Fingerprint("POST", "/orders", "b=2&a=1&a=0", []byte("body"))
-	require.True(t, strings.HasPrefix(fp, idempotency.FingerprintVersion+":"))
+	require.True(t, strings.HasPrefix(fp, "v1"+":"))
 	assert.Len(t, fp, len("v1:")+64)
 	assert.Equal(t, fp, idempotency.Fingerprint("POST", "/orders", "a=1&a=0&b=2", []byte("body")))
 	for _, other := range []string{

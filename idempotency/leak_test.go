@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/exactlyonce/retry/idempotency"
 )
 
 // leaked is what a handler kept after returning: its ResponseWriter and
@@ -145,6 +143,6 @@ func TestLeakedWriterAndBodyRace(t *testing.T) {
 		replay := do(h, body, withKey(fmt.Sprint(g, "-", 7)), withTenant(fmt.Sprint(g)))
 		assert.Equal(t, body, replay.Body.String())
 		assert.Equal(t, body, replay.Header().Get("X-Body"))
-		assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+		assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/exactlyonce/retry"
 )
 
 // ListState selects the executions a Lister lists, by where they stand now.
@@ -24,8 +26,9 @@ const (
 	ListCompleted
 )
 
-// ListStates are the states a Lister lists, in the order a page shows them.
-var ListStates = []ListState{ListInProgress, ListStalled, ListParked, ListCompleted}
+// listStates are the states a Lister lists, in the order a page shows them:
+// ListInProgress to ListCompleted.
+var listStates = []ListState{ListInProgress, ListStalled, ListParked, ListCompleted}
 
 // String returns "in_progress", "stalled", "parked" or "completed".
 func (s ListState) String() string {
@@ -43,20 +46,24 @@ func (s ListState) String() string {
 	}
 }
 
-// ParseListState returns the ListState named s (as String writes it), or an
-// error matching ErrInvalidList.
-func ParseListState(s string) (ListState, error) {
-	for _, st := range ListStates {
-		if st.String() == s {
-			return st, nil
+// MarshalText returns the state's name, as String writes it.
+func (s ListState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText sets s to the ListState named text (as String writes it),
+// or returns an error matching ErrInvalidList.
+func (s *ListState) UnmarshalText(text []byte) error {
+	for _, st := range listStates {
+		if st.String() == string(text) {
+			*s = st
+			return nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown state %q", ErrInvalidList, s)
+	return fmt.Errorf("%w: unknown state %q", ErrInvalidList, text)
 }
 
-// StateOf returns the ListState of a live record at now, on the store's
+// ListState returns the ListState of a live record at now, on the store's
 // clock.
-func StateOf(r Record, now time.Time) ListState {
+func (r Record) ListState(now time.Time) ListState {
 	switch {
 	case r.State == StateCompleted:
 		return ListCompleted
@@ -69,18 +76,15 @@ func StateOf(r Record, now time.Time) ListState {
 	}
 }
 
-// MaxListPage is the largest page a Lister returns.
-const MaxListPage = 500
+// maxListPage is the largest page a Lister returns.
+const maxListPage = 500
 
-// ListScan is how many records a Lister reads at most for one page: a
-// page of records that mostly do not match the query comes back short
-// (even empty) with a cursor to go on from, so no page reads the whole
-// store.
-const ListScan = 2000
+// listScan is how many records a Lister reads at most for one page.
+const listScan = 2000
 
 // ErrInvalidList is matched by the error of a ListQuery that can never
 // succeed: an unknown state, a page size out of range, a malformed cursor.
-var ErrInvalidList = Permanent(errors.New("idempotency: invalid list query"))
+var ErrInvalidList = retry.Permanent(errors.New("idempotency: invalid list query"))
 
 // ListQuery asks a Lister for one page of live executions.
 type ListQuery struct {
@@ -94,8 +98,7 @@ type ListQuery struct {
 	// before. It is opaque, and means something only to the store that
 	// made it.
 	Cursor string
-	// Limit is the largest number of records wanted, 1 to MaxListPage (0:
-	// DefaultParkedPage).
+	// Limit is the largest number of records wanted, 1 to 500 (0: 100).
 	Limit int
 }
 
@@ -104,21 +107,27 @@ func (q ListQuery) Validate() error {
 	switch {
 	case q.State < ListInProgress || q.State > ListCompleted:
 		return fmt.Errorf("%w: unknown state %d", ErrInvalidList, int(q.State))
-	case q.Limit < 0 || q.Limit > MaxListPage:
-		return fmt.Errorf("%w: page size %d; want 1 to %d", ErrInvalidList, q.Limit, MaxListPage)
+	case q.Limit < 0 || q.Limit > maxListPage:
+		return fmt.Errorf("%w: page size %d; want 1 to %d", ErrInvalidList, q.Limit, maxListPage)
 	}
 	return nil
 }
 
 // Matches reports whether a live record r is one q asks for at now.
 func (q ListQuery) Matches(r Record, now time.Time) bool {
-	return (q.Caller == "" || r.Caller == q.Caller) && strings.HasPrefix(r.Key, q.KeyPrefix) && StateOf(r, now) == q.State
+	return (q.Caller == "" || r.Caller == q.Caller) && strings.HasPrefix(r.Key, q.KeyPrefix) && r.ListState(now) == q.State
 }
 
-// PageSize returns q.Limit, or DefaultParkedPage when it is 0.
+// ScanSize returns how many records a Lister reads at most for one page
+// of q: 2000. A page of records that mostly do not match the query comes
+// back short (even empty) with a cursor to go on from, so no page reads
+// the whole store.
+func (ListQuery) ScanSize() int { return listScan }
+
+// PageSize returns q.Limit, or 100 (the default) when it is 0.
 func (q ListQuery) PageSize() int {
 	if q.Limit == 0 {
-		return DefaultParkedPage
+		return defaultParkedPage
 	}
 	return q.Limit
 }
@@ -129,7 +138,7 @@ type ListPage struct {
 	Records []Record
 	// Next is the cursor of the next page, or "" when the list ended. A
 	// page may be short, even empty, and still have a Next: a page reads
-	// at most ListScan records of the store.
+	// at most ListQuery.ScanSize records of the store.
 	Next string
 	// Now is the store's clock when it read the page, by which the records'
 	// states were judged.

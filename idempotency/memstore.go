@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/exactlyonce/retry"
 )
 
 // MemoryStore is a Store that keeps records in process memory, for a single
@@ -61,7 +62,7 @@ const claimCollect = 2
 
 // errInvalidClaim is returned by MemoryStore.Claim for a request without a
 // positive Lease and TTL: the same request always fails.
-var errInvalidClaim = Permanent(errors.New("idempotency: claim needs a positive Lease and TTL"))
+var errInvalidClaim = retry.Permanent(errors.New("idempotency: claim needs a positive Lease and TTL"))
 
 // NewMemoryStore returns an empty MemoryStore reading time from clk
 // (nil: the system clock).

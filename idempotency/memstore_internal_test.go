@@ -67,7 +67,7 @@ func TestReleasedRecordsLeaveExpiryQueue(t *testing.T) {
 	mock := clock.NewMock()
 	s := NewMemoryStore(mock)
 	ctx := context.Background()
-	req := ClaimRequest{Caller: "c", Key: "k", Fingerprint: "fp", Lease: time.Minute, TTL: DefaultTTL}
+	req := ClaimRequest{Caller: "c", Key: "k", Fingerprint: "fp", Lease: time.Minute, TTL: defaultTTL}
 	for range 10000 {
 		c, err := s.Claim(ctx, req)
 		if err != nil || c.Outcome != ClaimCreated {

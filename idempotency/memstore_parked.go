@@ -13,7 +13,7 @@ func (s *MemoryStore) ListParked(ctx context.Context, afterCaller, afterKey stri
 		return nil, err
 	}
 	if limit <= 0 {
-		limit = DefaultParkedPage
+		limit = defaultParkedPage
 	}
 	now := s.clock.Now()
 	after := memKey{afterCaller, afterKey}

@@ -13,39 +13,26 @@ import (
 
 // Default limits of the Middleware.
 const (
-	// DefaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
-	DefaultMaxRequestBody = 1 << 20
-	// DefaultMaxResponseBody is the largest response body stored (1 MiB).
-	DefaultMaxResponseBody = 1 << 20
-	// DefaultMaxResponseHeader is the room for the rest of a stored
+	// defaultMaxRequestBody is the largest request body fingerprinted (1 MiB).
+	defaultMaxRequestBody = 1 << 20
+	// defaultMaxResponseBody is the largest response body stored (1 MiB).
+	defaultMaxResponseBody = 1 << 20
+	// defaultMaxResponseHeader is the room for the rest of a stored
 	// response (64 KiB): its status and header, as stored, and a few bytes
 	// of framing. With the defaults no record holds more than 1 MiB + 64 KiB
 	// of response.
-	DefaultMaxResponseHeader = 64 << 10
+	defaultMaxResponseHeader = 64 << 10
 )
 
-// CallerFunc returns the caller a request belongs to: the authenticated
-// principal or tenant that scopes its keys. An error gets a 401 problem
-// response and the handler does not run.
-type CallerFunc func(r *http.Request) (string, error)
-
-// SingleTenant is a CallerFunc for a service with one caller: every request
+// SingleTenant is the caller function of the Middleware for a service with
+// one caller: every request
 // shares one key space. Use it only when no two clients can see each other's
 // keys.
 func SingleTenant(*http.Request) (string, error) { return "", nil }
 
-// MiddlewareOption configures the Middleware.
-type MiddlewareOption interface {
-	applyMiddleware(*middleware)
-}
-
-// middlewareOption makes a func a MiddlewareOption.
-type middlewareOption func(*middleware)
-
-func (f middlewareOption) applyMiddleware(m *middleware) { f(m) }
-
-// WithKeyHeader sets the header carrying the key (default "Idempotency-Key").
-func WithKeyHeader(name string) MiddlewareOption {
+// WithKeyHeader, for the Middleware, sets the header carrying the key
+// (default "Idempotency-Key").
+func WithKeyHeader(name string) Option {
 	return middlewareOption(func(m *middleware) {
 		if name != "" {
 			m.header = textproto.CanonicalMIMEHeaderKey(name)
@@ -53,12 +40,12 @@ func WithKeyHeader(name string) MiddlewareOption {
 	})
 }
 
-// WithRequiredMethods sets the methods whose requests must carry a key
+// WithRequiredMethods, for the Middleware, sets the methods whose requests must carry a key
 // (default POST and PATCH); without one they get 400. Requests with another
 // unsafe method (PUT, DELETE, ...) are deduplicated when they carry a key and
 // pass through otherwise. Safe methods (GET, HEAD, OPTIONS, TRACE) always pass
 // through untouched.
-func WithRequiredMethods(methods ...string) MiddlewareOption {
+func WithRequiredMethods(methods ...string) Option {
 	return middlewareOption(func(m *middleware) {
 		m.required = make(map[string]bool, len(methods))
 		for _, method := range methods {
@@ -67,10 +54,10 @@ func WithRequiredMethods(methods ...string) MiddlewareOption {
 	})
 }
 
-// WithMaxRequestBody sets the largest request body the Middleware reads to
-// fingerprint (default DefaultMaxRequestBody). A larger body gets 413 and the
+// WithMaxRequestBody, for the Middleware, sets the largest request body the Middleware reads to
+// fingerprint (default 1 MiB). A larger body gets 413 and the
 // handler does not run. Values <= 0 are ignored.
-func WithMaxRequestBody(n int64) MiddlewareOption {
+func WithMaxRequestBody(n int64) Option {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxRequest = n
@@ -78,11 +65,11 @@ func WithMaxRequestBody(n int64) MiddlewareOption {
 	})
 }
 
-// WithMaxResponseBody sets the largest response body stored (default
-// DefaultMaxResponseBody). The status and header have a room of their own
+// WithMaxResponseBody, for the Middleware, sets the largest response body stored (default
+// 1 MiB). The status and header have a room of their own
 // (WithMaxResponseHeader). See Middleware for what happens to a larger
 // response. Values <= 0 are ignored.
-func WithMaxResponseBody(n int) MiddlewareOption {
+func WithMaxResponseBody(n int) Option {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxResponse.body = n
@@ -90,12 +77,12 @@ func WithMaxResponseBody(n int) MiddlewareOption {
 	})
 }
 
-// WithMaxResponseHeader sets the room for what is stored of a response
-// besides its body (default DefaultMaxResponseHeader): the status and the
+// WithMaxResponseHeader, for the Middleware, sets the room for what is stored of a response
+// besides its body (default 64 KiB): the status and the
 // header, as stored, and a few bytes of framing. A response whose header
 // does not fit is too large, like one whose body does not, so that no
 // record holds more than the two limits together. Values <= 0 are ignored.
-func WithMaxResponseHeader(n int) MiddlewareOption {
+func WithMaxResponseHeader(n int) Option {
 	return middlewareOption(func(m *middleware) {
 		if n > 0 {
 			m.maxResponse.head = n
@@ -105,7 +92,7 @@ func WithMaxResponseHeader(n int) MiddlewareOption {
 
 type middleware struct {
 	runner      *Runner
-	caller      CallerFunc
+	caller      func(r *http.Request) (string, error)
 	header      string
 	required    map[string]bool
 	maxRequest  int64
@@ -122,13 +109,17 @@ type middleware struct {
 // Middleware returns HTTP middleware that runs each keyed request's handler at
 // most once per (caller, key) with r and replays its stored response to every
 // repeat. The key comes from the Idempotency-Key header (see ParseKey), the
-// caller from caller (required: it keeps tenants apart), the fingerprint from
+// caller from caller (required: it keeps tenants apart; it returns the
+// authenticated principal or tenant that scopes the request's keys, and its
+// error gets a 401 problem response, the handler not run; SingleTenant for
+// one key space), the fingerprint from
 // Fingerprint over the method, escaped path, query and body; lease and TTL are
 // r's.
 //
-// Responses (errors are RFC 9457 application/problem+json, see Problem):
+// Responses (errors are RFC 9457 application/problem+json with a "code"
+// member; docs/protocol.md lists the codes):
 //
-//   - no key on a required method, an empty, over-long (> MaxKeyLen) or
+//   - no key on a required method, an empty, over-long (> maxKeyLen) or
 //     malformed key, or several header lines: 400;
 //   - a body over the request limit: 413; unreadable: 400;
 //   - the key used before with another fingerprint: 422;
@@ -146,10 +137,10 @@ type middleware struct {
 //     reached the server is safe to send again (this module's
 //     retry.Transport waits for that before it retries a POST after a reset
 //     or a 5xx);
-//   - the CallerFunc failed: 401;
+//   - the caller function failed: 401;
 //   - a store failure that a retry may get past (a refused connection, a
 //     timeout): 503 with Retry-After; one that every retry would meet again
-//     (ErrPermanent: an input or a limit the store cannot take), or a stored
+//     (marked retry.Permanent: an input or a limit the store cannot take), or a stored
 //     response this package cannot read: 500 without Retry-After.
 //
 // What is stored: the handler may call MarkStarted(r.Context()) when
@@ -179,7 +170,7 @@ type middleware struct {
 //
 // The handler's ResponseWriter and request body are its own, for this
 // request only, and stop working when it returns, as a handler may not use
-// them afterwards: a late Write fails with ErrHandlerReturned, a late Read
+// them afterwards: a late Write fails with an error, a late Read
 // with http.ErrBodyReadAfterClose, and neither ever reaches another request.
 //
 // The handler's request context (r.Context()) keeps the request's values
@@ -195,7 +186,7 @@ type middleware struct {
 // stored, whatever the handler answered: the key is freed (or, after a
 // recovery point, left for the retry to resume), and the client gets 503
 // with Retry-After (code transaction_rolled_back), or 500 without it when the
-// failure is permanent (ErrPermanent), so that a retry runs cleanly. A
+// failure is permanent (retry.Permanent), so that a retry runs cleanly. A
 // rejection (a 4xx before MarkStarted) is still sent as it is. Likewise,
 // when a step's recovery point could not be saved (Execution.Step), the
 // handler's answer is not stored: the client gets 503 with Retry-After (500
@@ -204,17 +195,17 @@ type middleware struct {
 // If this attempt's lease was taken over before it completed (it ran past
 // the lease), its outcome is discarded and the client gets 409 (code
 // idempotency_lease_lost): a retry gets the newer attempt's outcome.
-func Middleware(runner *Runner, caller CallerFunc, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+func Middleware(runner *Runner, caller func(r *http.Request) (string, error), opts ...Option) func(http.Handler) http.Handler {
 	if runner == nil || caller == nil {
-		panic("idempotency: Middleware needs a Runner and a CallerFunc")
+		panic("idempotency: Middleware needs a Runner and a caller function")
 	}
 	m := &middleware{
 		runner:      runner,
 		caller:      caller,
 		header:      "Idempotency-Key",
 		required:    map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		maxRequest:  DefaultMaxRequestBody,
-		maxResponse: responseLimit{body: DefaultMaxResponseBody, head: DefaultMaxResponseHeader},
+		maxRequest:  defaultMaxRequestBody,
+		maxResponse: responseLimit{body: defaultMaxResponseBody, head: defaultMaxResponseHeader},
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -255,24 +246,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	values := r.Header[m.header]
 	switch {
 	case len(values) == 0 && m.required[r.Method]:
-		writeProblem(w, http.StatusBadRequest, CodeKeyMissing, "This request needs an "+m.header+" header.", 0)
+		writeProblem(w, http.StatusBadRequest, codeKeyMissing, "This request needs an "+m.header+" header.", 0)
 		return
 	case len(values) == 0:
 		h.next.ServeHTTP(w, r)
 		return
 	case len(values) > 1:
-		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid, "Send one "+m.header+" header line.", 0)
+		writeProblem(w, http.StatusBadRequest, codeKeyInvalid, "Send one "+m.header+" header line.", 0)
 		return
 	}
 	key, err := ParseKey(values[0])
 	if err != nil {
-		writeProblem(w, http.StatusBadRequest, CodeKeyInvalid,
+		writeProblem(w, http.StatusBadRequest, codeKeyInvalid,
 			"The "+m.header+" must be 1 to 255 visible ASCII characters, optionally in double quotes.", 0)
 		return
 	}
 	caller, err := m.caller(r)
 	if err != nil {
-		writeProblem(w, http.StatusUnauthorized, CodeCallerUnknown, "The caller could not be identified.", 0)
+		writeProblem(w, http.StatusUnauthorized, codeCallerUnknown, "The caller could not be identified.", 0)
 		return
 	}
 	rec := newRecorder(w, m.maxResponse)
@@ -280,10 +271,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, tooLarge, err := readBody(r, m.maxRequest, rec.reqBody[:0])
 	switch {
 	case tooLarge:
-		writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "The request body is too large.", 0)
+		writeProblem(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "The request body is too large.", 0)
 		return
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
+		writeProblem(w, http.StatusBadRequest, codeBodyUnreadable, "The request body could not be read.", 0)
 		return
 	}
 
@@ -314,7 +305,7 @@ func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recor
 	switch {
 	case err == nil && res.Replayed:
 		if werr := writeStored(w, res.Response, true); werr != nil {
-			writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The stored response is unreadable.", 0)
+			writeProblem(w, http.StatusInternalServerError, codeStoreFailed, "The stored response is unreadable.", 0)
 		}
 	case err == nil:
 		rec.writeTo(w)
@@ -323,29 +314,29 @@ func (h *handler) respond(ctx context.Context, w http.ResponseWriter, rec *recor
 	case errors.Is(err, ErrAborted) && res.Response != nil:
 		_ = writeStored(w, res.Response, false)
 	case errors.As(err, new(*InProgressError)):
-		writeProblem(w, http.StatusConflict, CodeInProgress,
+		writeProblem(w, http.StatusConflict, codeInProgress,
 			"A request with this "+h.m.header+" is still being processed; retry later.", retryAfter(err))
 	case errors.Is(err, ErrFingerprintMismatch):
-		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
+		writeProblem(w, http.StatusUnprocessableEntity, codeKeyMismatch,
 			"This "+h.m.header+" was used with a different request.", 0)
 	case errors.Is(err, ErrLeaseLost):
-		writeProblem(w, http.StatusConflict, CodeLeaseLost,
+		writeProblem(w, http.StatusConflict, codeLeaseLost,
 			"This attempt ran past its lease and another attempt took over; retry to get its outcome.", time.Second)
-	case errors.Is(err, ErrTxFailed) && errors.Is(err, ErrPermanent):
-		writeProblem(w, http.StatusInternalServerError, CodeTxFailed,
+	case errors.Is(err, ErrTxFailed) && permanent(err):
+		writeProblem(w, http.StatusInternalServerError, codeTxFailed,
 			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
 				"Retrying will fail the same way until the cause is fixed.", 0)
 	case errors.Is(err, ErrTxFailed):
-		writeProblem(w, http.StatusServiceUnavailable, CodeTxFailed,
+		writeProblem(w, http.StatusServiceUnavailable, codeTxFailed,
 			"A statement of this request's transaction failed; it was rolled back and nothing was stored. "+
 				"Retry with the same "+h.m.header+".", time.Second)
-	case errors.Is(err, ErrPermanent):
+	case permanent(err):
 		// A retry would fail the same way: not retryable.
 		slog.ErrorContext(ctx, "idempotency: the store cannot take the request", slog.Any("error", err))
-		writeProblem(w, http.StatusInternalServerError, CodeStoreFailed, "The idempotency store cannot take this request.", 0)
+		writeProblem(w, http.StatusInternalServerError, codeStoreFailed, "The idempotency store cannot take this request.", 0)
 	default:
 		slog.WarnContext(ctx, "idempotency: the store is unavailable", slog.Any("error", err))
-		writeProblem(w, http.StatusServiceUnavailable, CodeStoreFailed, "The idempotency store is unavailable.", time.Second)
+		writeProblem(w, http.StatusServiceUnavailable, codeStoreFailed, "The idempotency store is unavailable.", time.Second)
 	}
 }
 
@@ -399,7 +390,7 @@ func (rw *recorder) outcome(panicked bool) ([]byte, error) {
 	case panicked && rw.rejected:
 		return nil, Reject(errHandlerPanicked)
 	case panicked:
-		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeHandlerPanicked,
+		return nil, Abort(problemResponse(http.StatusInternalServerError, codeHandlerPanicked,
 			"The request failed; it will not be executed again."), errHandlerPanicked)
 	}
 	rw.finish()
@@ -407,7 +398,7 @@ func (rw *recorder) outcome(panicked bool) ([]byte, error) {
 	case rw.rejected:
 		return nil, Reject(errRejectedResponse)
 	case rw.overflow:
-		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeResponseTooBig,
+		return nil, Abort(problemResponse(http.StatusInternalServerError, codeResponseTooBig,
 			"The response was too large to store; the request will not be executed again."), errResponseTooLarge)
 	}
 	rw.enc = encodeResponse(rw.enc[:0], rw.status, rw.header, rw.body)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -55,7 +56,7 @@ func TestStaleLeaseIsTakenOverAndLateCompletionRejected(t *testing.T) {
 	close(release)
 	late := <-firstDone
 	p := problem(t, late, http.StatusConflict)
-	assert.Equal(t, idempotency.CodeLeaseLost, p.Code)
+	assert.Equal(t, "idempotency_lease_lost", p.Code)
 	sameResponse(t, second, do(h, "x", withKey("k")))
 	rec, err := e.store.Get(context.Background(), "", "k")
 	require.NoError(t, err)
@@ -73,7 +74,7 @@ func TestKeyIsFreeAfterTTL(t *testing.T) {
 	e.clock.Add(1)
 	again := do(h, "y", withKey("k")) // even with another body: the old record is gone
 	require.Equal(t, "made:y", again.Body.String())
-	require.Empty(t, again.Header().Get(idempotency.ReplayedHeader))
+	require.Empty(t, again.Header().Get("Idempotent-Replayed"))
 	assert.EqualValues(t, 2, c.runs.Load())
 }
 
@@ -94,8 +95,8 @@ func TestPanickingHandlerStores500(t *testing.T) {
 	// Never stuck in progress: the retry gets the stored 500.
 	replay := do(h, "x", withKey("k"))
 	p := problem(t, replay, http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeHandlerPanicked, p.Code)
-	assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "handler_panicked", p.Code)
+	assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	assert.NotContains(t, replay.Body.String(), "partial")
 	assert.EqualValues(t, 1, runs.Load())
 }
@@ -127,7 +128,7 @@ func TestResponseOverLimitStores500(t *testing.T) {
 	}), idempotency.WithMaxResponseBody(64))
 	first := do(h, "x", withKey("k"))
 	p := problem(t, first, http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeResponseTooBig, p.Code)
+	assert.Equal(t, "response_too_large", p.Code)
 	sameResponse(t, first, do(h, "x", withKey("k")))
 	assert.EqualValues(t, 1, runs.Load(), "a completed operation never runs twice")
 }
@@ -241,7 +242,7 @@ func TestNoBodyStatusesAndManyHeaders(t *testing.T) {
 type permanentStore struct{ idempotency.Store }
 
 func (permanentStore) Claim(context.Context, idempotency.ClaimRequest) (idempotency.Claim, error) {
-	return idempotency.Claim{}, idempotency.Permanent(errStoreDown)
+	return idempotency.Claim{}, retry.Permanent(errStoreDown)
 }
 
 // A store error that every retry would meet again is a 500 without
@@ -252,15 +253,15 @@ func TestPermanentStoreFailureIs500(t *testing.T) {
 	h := idempotency.Middleware(idempotency.NewRunner(permanentStore{}), idempotency.SingleTenant)(&c)
 	w := do(h, "x", withKey("k"))
 	p := problem(t, w, http.StatusInternalServerError)
-	assert.Equal(t, idempotency.CodeStoreFailed, p.Code)
+	assert.Equal(t, "idempotency_store_failed", p.Code)
 	assert.Empty(t, w.Header().Get("Retry-After"))
 	assert.Zero(t, c.runs.Load())
-	require.NoError(t, idempotency.Permanent(nil))
-	err := idempotency.Permanent(errStoreDown)
-	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.NoError(t, retry.Permanent(nil))
+	err := retry.Permanent(errStoreDown)
+	require.True(t, retry.IsPermanent(err))
 	require.ErrorIs(t, err, errStoreDown)
 	assert.Equal(t, errStoreDown.Error(), err.Error())
 	// A Runner's own permanent failures are marked too.
 	_, err = idempotency.NewRunner(nil).Do(context.Background(), idempotency.Request{}, nil)
-	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.True(t, retry.IsPermanent(err))
 }

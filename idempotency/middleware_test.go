@@ -24,7 +24,7 @@ func TestMiddlewareRunsOnceAndReplays(t *testing.T) {
 	first := do(h, "one", withKey(`"k1"`))
 	require.Equal(t, http.StatusCreated, first.Code)
 	require.Equal(t, "made:one", first.Body.String())
-	require.Empty(t, first.Header().Get(idempotency.ReplayedHeader))
+	require.Empty(t, first.Header().Get("Idempotent-Replayed"))
 
 	// The plain-token form names the same key.
 	replay := do(h, "one", withKey("k1"))
@@ -57,7 +57,7 @@ func TestConcurrentIdenticalRequestsRunOnce(t *testing.T) {
 	for range n - 1 {
 		w := <-results
 		p := problem(t, w, http.StatusConflict)
-		assert.Equal(t, idempotency.CodeInProgress, p.Code)
+		assert.Equal(t, "idempotency_key_in_progress", p.Code)
 		// No execution has ended yet to learn from: the shortest hint, not
 		// the 30 s left on the lease.
 		assert.Equal(t, "1", w.Header().Get("Retry-After"))
@@ -99,7 +99,7 @@ func TestFingerprintMismatchIs422(t *testing.T) {
 			body = "two"
 		}
 		p := problem(t, do(h, body, opts...), http.StatusUnprocessableEntity)
-		assert.Equal(t, idempotency.CodeKeyMismatch, p.Code, name)
+		assert.Equal(t, "idempotency_key_mismatch", p.Code, name)
 	}
 	assert.EqualValues(t, 1, c.runs.Load())
 }
@@ -125,10 +125,10 @@ func TestCallersAreIsolated(t *testing.T) {
 	b := do(h, "bob's", withKey("shared"), withTenant("bob"))
 	require.Equal(t, http.StatusCreated, b.Code)
 	require.Equal(t, "made:bob's", b.Body.String())
-	require.Empty(t, b.Header().Get(idempotency.ReplayedHeader))
+	require.Empty(t, b.Header().Get("Idempotent-Replayed"))
 	// Same key, other caller, same body: runs again.
 	c2 := do(h, "alice's", withKey("shared"), withTenant("carol"))
-	require.Empty(t, c2.Header().Get(idempotency.ReplayedHeader))
+	require.Empty(t, c2.Header().Get("Idempotent-Replayed"))
 	assert.EqualValues(t, 3, c.runs.Load())
 	sameResponse(t, a, do(h, "alice's", withKey("shared"), withTenant("alice")))
 	sameResponse(t, b, do(h, "bob's", withKey("shared"), withTenant("bob")))
@@ -198,7 +198,7 @@ func TestWithoutMarkOnly4xxAreRejections(t *testing.T) {
 		want := int64(2)
 		if stored {
 			want = 1
-			require.Equal(t, "true", second.Header().Get(idempotency.ReplayedHeader))
+			require.Equal(t, "true", second.Header().Get("Idempotent-Replayed"))
 		}
 		assert.Equal(t, want, runs.Load(), "status %d", status)
 	}
@@ -213,20 +213,20 @@ func TestBadKeysAre400(t *testing.T) {
 		opts []reqOpt
 		code string
 	}{
-		"missing":          {nil, idempotency.CodeKeyMissing},
-		"missing on PATCH": {[]reqOpt{withMethod(http.MethodPatch)}, idempotency.CodeKeyMissing},
-		"empty":            {[]reqOpt{withKey("")}, idempotency.CodeKeyInvalid},
-		"empty quoted":     {[]reqOpt{withKey(`""`)}, idempotency.CodeKeyInvalid},
-		"256 bytes":        {[]reqOpt{withKey(strings.Repeat("k", 256))}, idempotency.CodeKeyInvalid},
-		"256 quoted":       {[]reqOpt{withKey(`"` + strings.Repeat("k", 256) + `"`)}, idempotency.CodeKeyInvalid},
-		"control char":     {[]reqOpt{withKey("ab\x01c")}, idempotency.CodeKeyInvalid},
-		"tab inside":       {[]reqOpt{withKey(`"a` + "\t" + `b"`)}, idempotency.CodeKeyInvalid},
-		"DEL":              {[]reqOpt{withKey("ab\x7f")}, idempotency.CodeKeyInvalid},
-		"non-ASCII":        {[]reqOpt{withKey("clé")}, idempotency.CodeKeyInvalid},
-		"two lines":        {[]reqOpt{withKey("a"), withKey("a")}, idempotency.CodeKeyInvalid},
-		"list":             {[]reqOpt{withKey(`"a", "b"`)}, idempotency.CodeKeyInvalid},
-		"unterminated":     {[]reqOpt{withKey(`"abc`)}, idempotency.CodeKeyInvalid},
-		"parameters":       {[]reqOpt{withKey(`"abc";x=1`)}, idempotency.CodeKeyInvalid},
+		"missing":          {nil, "idempotency_key_missing"},
+		"missing on PATCH": {[]reqOpt{withMethod(http.MethodPatch)}, "idempotency_key_missing"},
+		"empty":            {[]reqOpt{withKey("")}, "idempotency_key_invalid"},
+		"empty quoted":     {[]reqOpt{withKey(`""`)}, "idempotency_key_invalid"},
+		"256 bytes":        {[]reqOpt{withKey(strings.Repeat("k", 256))}, "idempotency_key_invalid"},
+		"256 quoted":       {[]reqOpt{withKey(`"` + strings.Repeat("k", 256) + `"`)}, "idempotency_key_invalid"},
+		"control char":     {[]reqOpt{withKey("ab\x01c")}, "idempotency_key_invalid"},
+		"tab inside":       {[]reqOpt{withKey(`"a` + "\t" + `b"`)}, "idempotency_key_invalid"},
+		"DEL":              {[]reqOpt{withKey("ab\x7f")}, "idempotency_key_invalid"},
+		"non-ASCII":        {[]reqOpt{withKey("clé")}, "idempotency_key_invalid"},
+		"two lines":        {[]reqOpt{withKey("a"), withKey("a")}, "idempotency_key_invalid"},
+		"list":             {[]reqOpt{withKey(`"a", "b"`)}, "idempotency_key_invalid"},
+		"unterminated":     {[]reqOpt{withKey(`"abc`)}, "idempotency_key_invalid"},
+		"parameters":       {[]reqOpt{withKey(`"abc";x=1`)}, "idempotency_key_invalid"},
 	} {
 		p := problem(t, do(h, "x", tc.opts...), http.StatusBadRequest)
 		assert.Equal(t, tc.code, p.Code, name)
@@ -251,7 +251,7 @@ func TestEveryKeyedAnswerEchoesTheKey(t *testing.T) {
 
 	assert.Equal(t, []string{`"e1"`}, echo(do(h, "one", withKey(`"e1"`))), "executed")
 	replay := do(h, "one", withKey("e1"))
-	assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, []string{"e1"}, echo(replay), "replayed: this request's form of the key")
 	mismatch := do(h, "another", withKey(`"e1"`))
 	problem(t, mismatch, http.StatusUnprocessableEntity)
@@ -305,7 +305,7 @@ func TestMethods(t *testing.T) {
 	// PUT without a key passes through; with one it is deduplicated.
 	require.Equal(t, http.StatusCreated, do(h, "x", withMethod(http.MethodPut)).Code)
 	require.Equal(t, http.StatusCreated, do(h, "x", withMethod(http.MethodPut), withKey("p")).Code)
-	require.Equal(t, "true", do(h, "x", withMethod(http.MethodPut), withKey("p")).Header().Get(idempotency.ReplayedHeader))
+	require.Equal(t, "true", do(h, "x", withMethod(http.MethodPut), withKey("p")).Header().Get("Idempotent-Replayed"))
 	assert.EqualValues(t, 4, c.runs.Load())
 
 	// Required methods are configurable.
@@ -320,7 +320,7 @@ func TestBodyOverLimitIs413(t *testing.T) {
 	var c counting
 	h := e.handle(&c, idempotency.WithMaxRequestBody(8))
 	p := problem(t, do(h, "123456789", withKey("k")), http.StatusRequestEntityTooLarge)
-	assert.Equal(t, idempotency.CodeBodyTooLarge, p.Code)
+	assert.Equal(t, "request_body_too_large", p.Code)
 	problem(t, do(h, "123456789", withKey("k"), withoutLength()), http.StatusRequestEntityTooLarge)
 	assert.Zero(t, c.runs.Load())
 	assert.Zero(t, e.store.Len())

@@ -7,7 +7,7 @@ import "context"
 // The values are stable: metrics and traces use them as labels.
 type Outcome string
 
-// Outcomes, as an Observer hears them.
+// Outcomes, as the observer of WithObserver hears them.
 const (
 	// OutcomeExecuted: a new claim ran the work (Observation.Err is nil when
 	// its outcome was stored, the work's error otherwise).
@@ -36,7 +36,7 @@ const (
 	OutcomeFailed Outcome = "failed"
 )
 
-// Observation is what an Observer hears of one call of Runner.Do or of one
+// Observation is what the observer of WithObserver hears of one call of Runner.Do or of one
 // execution a Reconciler handled.
 type Observation struct {
 	Outcome Outcome
@@ -48,15 +48,13 @@ type Observation struct {
 	Err error
 }
 
-// Observer hears every Observation of a Runner, on the goroutine that made
-// it, with that call's context (the request's context behind Middleware): it
-// must be quick and must not block. Use it for metrics and traces (the
-// otelretry module provides one) or logs.
-type Observer func(ctx context.Context, o Observation)
-
-// WithObserver sets the Runner's Observer (default none, at no cost).
-func WithObserver(o Observer) RunnerOption {
-	return func(r *Runner) { r.observer = o }
+// WithObserver, for NewRunner, sets the function that hears every
+// Observation of the Runner (default none, at no cost), on the goroutine
+// that made it, with that call's context (the request's context behind
+// Middleware): it must be quick and must not block. Use it for metrics and
+// traces (the otelretry module provides one) or logs.
+func WithObserver(o func(ctx context.Context, obs Observation)) Option {
+	return runnerOption(func(r *Runner) { r.observer = o })
 }
 
 // observe tells the observer, if any, about one call.

@@ -2,27 +2,22 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"math"
 )
-
-// ErrNotStalled is returned by Runner.ResumeStalled for a record that is
-// live but not stalled: it completed, is parked, or its lease still runs.
-var ErrNotStalled = errors.New("idempotency: the execution is not stalled")
 
 // DiscardParked deletes the parked execution of (caller, key), as an
 // operator gives up on it for good: its client's next retry runs the
 // request again from the start, as a new execution. The delete is fenced
 // by the record read, so a retry that took the record over in between
 // keeps it (the call then fails with ErrLeaseLost). ErrNotFound: no live
-// record; ErrNotParked: the record is not parked.
+// record; ErrWrongState: the record is not parked.
 func (r *Runner) DiscardParked(ctx context.Context, caller, key string) error {
 	rec, err := r.store.Get(ctx, caller, key)
 	if err != nil {
 		return err
 	}
 	if rec.State != StateInProgress || rec.Parked == "" {
-		return ErrNotParked
+		return errNotParked
 	}
 	return r.store.Release(ctx, rec.Fence())
 }
@@ -32,7 +27,7 @@ func (r *Runner) DiscardParked(ctx context.Context, caller, key string) error {
 // out, completed steps skipped, and the outcome stored for its client.
 //
 // It returns what Runner.Do would. ErrNotFound: no live record;
-// ErrNotStalled: the record completed or is parked (see RetryParked); an
+// ErrWrongState: the record completed or is parked (see RetryParked); an
 // error matching ErrNotResumable: there is nothing to run it with. A lease
 // still running (on the store's clock) makes it an *InProgressError.
 func (r *Runner) ResumeStalled(ctx context.Context, caller, key string) (Result, error) {
@@ -41,7 +36,7 @@ func (r *Runner) ResumeStalled(ctx context.Context, caller, key string) (Result,
 		return Result{}, err
 	}
 	if rec.State != StateInProgress || rec.Parked != "" {
-		return Result{}, ErrNotStalled
+		return Result{}, errNotStalled
 	}
 	work, err := r.resumeWork(rec, math.MaxInt64)
 	if err != nil {

@@ -33,7 +33,7 @@ func TestResumeStalledRunsAStalledExecutionNow(t *testing.T) {
 	require.ErrorIs(t, wake(), idempotency.ErrLeaseLost)
 
 	_, err = r.ResumeStalled(context.Background(), "shop", "order-9")
-	require.ErrorIs(t, err, idempotency.ErrNotStalled, "completed")
+	require.ErrorIs(t, err, idempotency.ErrWrongState, "completed")
 	_, err = r.ResumeStalled(context.Background(), "shop", "nothing")
 	require.ErrorIs(t, err, idempotency.ErrNotFound)
 }
@@ -45,7 +45,7 @@ func TestDiscardParkedDeletesOnlyAParkedExecution(t *testing.T) {
 	r := f.runner()
 	c, err := f.store.Claim(ctx, idempotency.ClaimRequest{Caller: "shop", Key: "k", Fingerprint: "fp", Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
-	require.ErrorIs(t, r.DiscardParked(ctx, "shop", "k"), idempotency.ErrNotParked)
+	require.ErrorIs(t, r.DiscardParked(ctx, "shop", "k"), idempotency.ErrWrongState)
 	require.NoError(t, f.store.Park(ctx, c.Record.Fence(), "gave up"))
 	require.NoError(t, r.DiscardParked(ctx, "shop", "k"))
 	_, err = f.store.Get(ctx, "shop", "k")

@@ -15,7 +15,7 @@ var ErrParked = errors.New("idempotency: the execution was parked")
 // Use it for a failure that repeating the call will not mend, where the
 // work must still be done once its cause is: a message whose handler
 // fails for good, a delivery that reached its broker's limit. Runner.Do
-// returns the marked error (after the Observer hears OutcomeParked);
+// returns the marked error (after the observer, WithObserver, hears OutcomeParked);
 // errors.Is(err, ErrParked) is true and errors.Is/As also see err. If the
 // record cannot be parked (the store failed), the execution is abandoned
 // as for a plain error, and Do returns the store's error (which does not

@@ -3,12 +3,23 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 )
 
-// ErrNotParked is returned by Runner.RetryParked for a record that is live
-// but not parked: it completed, or an execution holds it or may take it.
-var ErrNotParked = errors.New("idempotency: the execution is not parked")
+// ErrWrongState is matched (errors.Is) by the error of an operator's call
+// on a live record that is not in the state the call needs: RetryParked and
+// DiscardParked on a record that is not parked (it completed, or an
+// execution holds it or may take it), ResumeStalled on one that is not
+// stalled (it completed, is parked, or its lease still runs). The error
+// says which.
+var ErrWrongState = errors.New("idempotency: the execution is not in the state the operation needs")
+
+// errNotParked and errNotStalled are the ErrWrongState of each operation.
+var (
+	errNotParked  = fmt.Errorf("%w: it is not parked", ErrWrongState)
+	errNotStalled = fmt.Errorf("%w: it is not stalled", ErrWrongState)
+)
 
 // RetryParked runs a parked execution of (caller, key) again now, as a
 // Reconciler resumes a stalled one, however many executions it had: a fenced
@@ -17,7 +28,7 @@ var ErrNotParked = errors.New("idempotency: the execution is not parked")
 // client. Use it once the cause is mended (the dependency is back, a bug is
 // fixed); Store.ListParked lists what is parked and why.
 //
-// It returns what Runner.Do would. ErrNotFound: no live record; ErrNotParked:
+// It returns what Runner.Do would. ErrNotFound: no live record; ErrWrongState:
 // the record is not parked; an error matching ErrNotResumable: there is
 // nothing to run it with (no stored request or registered work), and the
 // record stays parked. A client's retry that took the record over first
@@ -28,7 +39,7 @@ func (r *Runner) RetryParked(ctx context.Context, caller, key string) (Result, e
 		return Result{}, err
 	}
 	if rec.State != StateInProgress || rec.Parked == "" {
-		return Result{}, ErrNotParked
+		return Result{}, errNotParked
 	}
 	work, err := r.resumeWork(rec, math.MaxInt64)
 	if err != nil {

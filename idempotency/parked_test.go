@@ -44,7 +44,7 @@ func TestRetryParkedFinishesAParkedExecution(t *testing.T) {
 	cfg.MaxAttempts = 2
 	for range 3 {
 		f.clock.Add(testLease + time.Second)
-		_, err := idempotency.Reconcile(context.Background(), r, cfg)
+		_, err := r.Reconcile(context.Background(), cfg)
 		require.NoError(t, err)
 	}
 	parked, err := f.store.ListParked(context.Background(), "", "", 0)
@@ -63,7 +63,7 @@ func TestRetryParkedFinishesAParkedExecution(t *testing.T) {
 	// Mended. A retry of the parked record runs now, not at the next pass.
 	f.clock.Add(testLease + time.Second)
 	for range 3 {
-		_, err := idempotency.Reconcile(context.Background(), r, cfg)
+		_, err := r.Reconcile(context.Background(), cfg)
 		require.NoError(t, err)
 	}
 	broken.Store(false)
@@ -85,7 +85,7 @@ func TestRetryParkedFinishesAParkedExecution(t *testing.T) {
 
 	// Nothing parked, nothing to retry.
 	_, err = r.RetryParked(context.Background(), "shop", "order-7")
-	assert.ErrorIs(t, err, idempotency.ErrNotParked)
+	assert.ErrorIs(t, err, idempotency.ErrWrongState)
 	_, err = r.RetryParked(context.Background(), "shop", "no-such-order")
 	assert.ErrorIs(t, err, idempotency.ErrNotFound)
 }
@@ -97,7 +97,7 @@ func TestRetryParkedWithoutWorkLeavesItParked(t *testing.T) {
 	stalled := stall(t, f, idempotency.Request{Caller: "shop", Key: "plain"}, "charge")
 	f.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	_, err := idempotency.Reconcile(context.Background(), f.runner(), quiet(&log))
+	_, err := f.runner().Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	_, err = f.runner().RetryParked(context.Background(), "shop", "plain")
 	assert.ErrorIs(t, err, idempotency.ErrNotResumable)

@@ -15,16 +15,16 @@ import (
 
 // Reconciler defaults.
 const (
-	// DefaultReconcileInterval is the time between two passes of a
+	// defaultReconcileInterval is the time between two passes of a
 	// Reconciler.
-	DefaultReconcileInterval = 10 * time.Second
-	// DefaultReconcileBatch is how many stalled executions a Reconciler
+	defaultReconcileInterval = 10 * time.Second
+	// defaultReconcileBatch is how many stalled executions a Reconciler
 	// resumes at once, each on a goroutine of its own.
-	DefaultReconcileBatch = 32
-	// DefaultReconcileAttempts is how many executions a record gets in all
+	defaultReconcileBatch = 32
+	// defaultReconcileAttempts is how many executions a record gets in all
 	// (its first included) before a Reconciler parks it instead of
 	// resuming it again.
-	DefaultReconcileAttempts = 5
+	defaultReconcileAttempts = 5
 )
 
 // ErrNotResumable is matched (errors.Is) by the reason a Reconciler parks
@@ -32,31 +32,31 @@ const (
 // request or registered work), or it failed too many times.
 var ErrNotResumable = errors.New("idempotency: the stalled execution cannot be resumed")
 
-// ReconcilerConfig configures StartReconciler and Reconcile. The zero
+// ReconcilerConfig configures StartReconciler and Runner.Reconcile. The zero
 // value uses the defaults.
 type ReconcilerConfig struct {
-	// Interval between passes (default DefaultReconcileInterval). A pass
+	// Interval between passes (default 10 seconds). A pass
 	// takes over every execution whose lease has run out, so a stalled
 	// execution is taken over within one interval of the end of its lease,
 	// as long as the Reconciler has room for it (see Batch) and no
-	// resumption of that pass failed (see Reconcile); it then runs as long
+	// resumption of that pass failed (see Runner.Reconcile); it then runs as long
 	// as its work takes.
 	Interval time.Duration
 	// Batch is how many executions a Reconciler resumes at once (default
-	// DefaultReconcileBatch): a pass takes over as many stalled executions
+	// 32): a pass takes over as many stalled executions
 	// as it has room for, and more as soon as one ends, so a slow
 	// execution holds back only its own room. While all of it is taken,
 	// the others wait for room.
 	Batch int
 	// MaxAttempts is how many executions a record gets in all, its first
 	// and every takeover (a client's retry or a Reconciler's) included,
-	// before a Reconciler parks it (default DefaultReconcileAttempts).
+	// before a Reconciler parks it (default 5).
 	MaxAttempts int64
 	// Clock times the passes (default: the system clock). The store decides
 	// which leases have run out.
 	Clock clock.Clock
 	// Logger reports every execution resumed or parked (default
-	// slog.Default()). The Runner's Observer hears them too
+	// slog.Default()). The Runner's observer (WithObserver) hears them too
 	// (OutcomeReconciled, OutcomeParked).
 	Logger *slog.Logger
 	// Caller, if set, makes the Reconciler take over only this caller's
@@ -69,13 +69,13 @@ type ReconcilerConfig struct {
 
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 	if c.Interval <= 0 {
-		c.Interval = DefaultReconcileInterval
+		c.Interval = defaultReconcileInterval
 	}
 	if c.Batch <= 0 {
-		c.Batch = DefaultReconcileBatch
+		c.Batch = defaultReconcileBatch
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultReconcileAttempts
+		c.MaxAttempts = defaultReconcileAttempts
 	}
 	if c.Clock == nil {
 		c.Clock = clock.New()
@@ -95,7 +95,7 @@ type Reconciler struct {
 	rc *reconciler
 }
 
-// StartReconciler starts a Reconciler calling Reconcile every cfg.Interval
+// StartReconciler starts a Reconciler calling runner.Reconcile every cfg.Interval
 // (the first pass one interval after the start), beside the Sweeper. Any
 // number of instances sharing a store may run one: the store gives each
 // stalled execution to one of them (or to a client's retry) per lease, and
@@ -106,7 +106,7 @@ func StartReconciler(runner *Runner, cfg ReconcilerConfig) *Reconciler {
 	}
 	cfg = cfg.withDefaults()
 	rc := newReconciler(runner, cfg)
-	var finished atomic.Int64 // unread: the log and the Observer tell
+	var finished atomic.Int64 // unread: the log and the observer tell
 	p := startPeriodic(cfg.Clock, cfg.Interval, func(ctx context.Context) {
 		if err := rc.pass(ctx, &finished); err != nil && ctx.Err() == nil {
 			cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: reconcile", slog.Any("error", err))
@@ -123,7 +123,8 @@ func (rc *Reconciler) Stop() {
 	rc.rc.wg.Wait()
 }
 
-// Reconcile makes one pass: it takes over the executions of runner's store
+// Reconcile makes one pass of a Reconciler now, on the caller's goroutine:
+// it takes over the executions of r's store
 // that stalled (began executing, saved a recovery point or the started
 // mark, and their lease ran out), only cfg.Caller's when it is set, and
 // resumes each through the same fenced
@@ -149,8 +150,8 @@ func (rc *Reconciler) Stop() {
 //
 // It returns how many executions it resumed (their outcome stored) or
 // parked; those whose resumption failed are not counted.
-func Reconcile(ctx context.Context, runner *Runner, cfg ReconcilerConfig) (int, error) {
-	rc := newReconciler(runner, cfg.withDefaults())
+func (r *Runner) Reconcile(ctx context.Context, cfg ReconcilerConfig) (int, error) {
+	rc := newReconciler(r, cfg.withDefaults())
 	var finished atomic.Int64
 	err := rc.pass(ctx, &finished)
 	rc.wg.Wait()
@@ -161,7 +162,7 @@ func Reconcile(ctx context.Context, runner *Runner, cfg ReconcilerConfig) (int, 
 }
 
 // reconciler resumes stalled executions of a Runner, at most cfg.Batch at
-// once: Reconcile makes one pass of one, a Reconciler one pass an interval.
+// once: Runner.Reconcile makes one pass of one, a Reconciler one pass an interval.
 // Executions resumed by a pass may still run during the next one.
 type reconciler struct {
 	runner *Runner

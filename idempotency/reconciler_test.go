@@ -118,12 +118,12 @@ func TestReconcilerFinishesWhatCrashedAfterItsStep(t *testing.T) {
 	survivor := f.runner()
 	survivor.Register("charge", chargeWork(dep, nil, nil))
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), survivor, quiet(&log))
+	n, err := survivor.Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing is stalled while the lease holds")
 
 	f.clock.Add(testLease + time.Second)
-	n, err = idempotency.Reconcile(context.Background(), survivor, quiet(&log))
+	n, err = survivor.Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	o := <-f.heard
@@ -167,7 +167,7 @@ func TestReconcilerRunsWhatCrashedBeforeAnyStep(t *testing.T) {
 	survivor.Register("charge", chargeWork(dep, nil, nil))
 	f.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), survivor, quiet(&log))
+	n, err := survivor.Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	rec, err := f.store.Get(context.Background(), "shop", "order-2")
@@ -204,7 +204,7 @@ func TestReconcilerLeavesWhatNeverBegan(t *testing.T) {
 	<-claimed
 	f.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), r, quiet(&log))
+	n, err := r.Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	close(hang)
@@ -241,7 +241,7 @@ func TestReconcilersAndARetryRaceForOneStalledExecution(t *testing.T) {
 		for _, r := range instances[:2] {
 			wg.Go(func() {
 				var buf bytes.Buffer
-				_, err := idempotency.Reconcile(context.Background(), r, quiet(&buf))
+				_, err := r.Reconcile(context.Background(), quiet(&buf))
 				assert.NoError(t, err)
 				logMu.Lock()
 				log.Write(buf.Bytes())
@@ -316,7 +316,7 @@ func TestReconcilerParksWhatKeepsFailing(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	for pass := 1; pass <= 4; pass++ {
 		f.clock.Add(testLease + time.Second)
-		n, err := idempotency.Reconcile(context.Background(), r, cfg)
+		n, err := r.Reconcile(context.Background(), cfg)
 		require.NoError(t, err)
 		if pass <= 3 {
 			assert.Equal(t, pass/3, n, "a failed resumption is not counted; the parked one is (pass %d)", pass)
@@ -344,7 +344,7 @@ func TestReconcilerParksWhatKeepsFailing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, rec.Parked, "did not complete it")
 	assert.Contains(t, log.String(), "parked a stalled execution")
-	n, err := idempotency.Reconcile(context.Background(), r, cfg)
+	n, err := r.Reconcile(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Zero(t, n, "a parked execution is left to its client")
 	assert.ErrorIs(t, stalled(), idempotency.ErrLeaseLost)
@@ -359,7 +359,7 @@ func TestReconcilerParksWhatItCannotResume(t *testing.T) {
 	unknown := stall(t, f, idempotency.Request{Caller: "shop", Key: "unknown", Work: "refund"})
 	f.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), f.runner(), quiet(&log))
+	n, err := f.runner().Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	reasons := map[string]string{}
@@ -394,7 +394,7 @@ func TestReconcilerForOneCallerLeavesTheOthersAlone(t *testing.T) {
 	var log bytes.Buffer
 	cfg := quiet(&log)
 	cfg.Caller = "orders"
-	n, err := idempotency.Reconcile(context.Background(), consumer, cfg)
+	n, err := consumer.Reconcile(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "only the caller's own execution")
 	o := <-f.heard
@@ -416,7 +416,7 @@ func TestReconcilerForOneCallerLeavesTheOthersAlone(t *testing.T) {
 	assert.Empty(t, parked)
 	assert.Empty(t, f.heard, "nothing else was resumed or parked")
 	assert.NotContains(t, log.String(), "invoice-1")
-	n, err = idempotency.Reconcile(context.Background(), consumer, cfg)
+	n, err = consumer.Reconcile(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Zero(t, n, "a second pass leaves it alone too")
 
@@ -424,7 +424,7 @@ func TestReconcilerForOneCallerLeavesTheOthersAlone(t *testing.T) {
 	billing := f.runner()
 	billing.Register("invoice", func(context.Context, *idempotency.Execution) ([]byte, error) { return []byte("invoiced"), nil })
 	cfg.Caller = "billing"
-	n, err = idempotency.Reconcile(context.Background(), billing, cfg)
+	n, err = billing.Reconcile(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	o = <-f.heard
@@ -465,7 +465,7 @@ func TestReconcilerServesAStoredRequestAgain(t *testing.T) {
 			fmt.Fprintf(w, `{"charge":%q}`, id)
 		})
 	}
-	opts := []idempotency.MiddlewareOption{idempotency.WithResume("orders", "Content-Type")}
+	opts := []idempotency.Option{idempotency.WithResume("orders", "Content-Type")}
 	crashed := idempotency.Middleware(f.runner(), byTenant, opts...)(handler(true))
 	request := func() *http.Request {
 		r := httptest.NewRequest("POST", "/orders?currency=EUR", strings.NewReader(`{"amount":10}`))
@@ -488,7 +488,7 @@ func TestReconcilerServesAStoredRequestAgain(t *testing.T) {
 	resumed := idempotency.Middleware(survivor, byTenant, opts...)(handler(false))
 	f.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), survivor, quiet(&log))
+	n, err := survivor.Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	again := <-saw
@@ -500,7 +500,7 @@ func TestReconcilerServesAStoredRequestAgain(t *testing.T) {
 	resumed.ServeHTTP(w, request()) // the client comes back
 	assert.Equal(t, http.StatusCreated, w.Code)
 	assert.Equal(t, `{"charge":"ch_1"}`, w.Body.String())
-	assert.Equal(t, "true", w.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 	_, effects := dep.count()
 	assert.Equal(t, 1, effects)
 
@@ -573,7 +573,7 @@ func TestReconcilerRecoversAPanickingWork(t *testing.T) {
 	for pass := 1; pass <= 3; pass++ {
 		f.clock.Add(testLease + time.Second)
 		assert.NotPanics(t, func() {
-			_, err := idempotency.Reconcile(context.Background(), r, cfg)
+			_, err := r.Reconcile(context.Background(), cfg)
 			assert.NoError(t, err)
 		}, "pass %d", pass)
 	}
@@ -611,7 +611,7 @@ func TestReconcileCountsOnlyWhatItFinished(t *testing.T) {
 	})
 	f.clock.Add(testLease + time.Second)
 	var log bytes.Buffer
-	n, err := idempotency.Reconcile(context.Background(), r, quiet(&log))
+	n, err := r.Reconcile(context.Background(), quiet(&log))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "one resumed, one failed")
 	rec, err := f.store.Get(context.Background(), "shop", "fine")
@@ -664,7 +664,7 @@ func TestReconcilerSlowExecutionHoldsBackOnlyItsRoom(t *testing.T) {
 		cfg.Batch = 2
 		done := make(chan int, 1)
 		go func() {
-			n, err := idempotency.Reconcile(context.Background(), r, cfg)
+			n, err := r.Reconcile(context.Background(), cfg)
 			assert.NoError(t, err)
 			done <- n
 		}()

@@ -203,7 +203,7 @@ func (rw *recorder) writeHeaderTo(w http.ResponseWriter, replayed bool) {
 		h[k] = v
 	}
 	if replayed {
-		h.Set(ReplayedHeader, "true")
+		h.Set(replayedHeader, "true")
 	}
 	w.WriteHeader(max(rw.status, http.StatusOK))
 }

@@ -4,11 +4,11 @@ import (
 	"net/http"
 )
 
-// ReplayedHeader is set to "true" on every response replayed from the store.
-const ReplayedHeader = "Idempotent-Replayed"
+// replayedHeader is set to "true" on every response replayed from the store.
+const replayedHeader = "Idempotent-Replayed"
 
 // writeStored writes an encoded response (see encodeResponse) to w, adding
-// ReplayedHeader when replayed. It decodes straight into w's header, with
+// replayedHeader when replayed. It decodes straight into w's header, with
 // one string conversion for all the names and values.
 func writeStored(w http.ResponseWriter, b []byte, replayed bool) error {
 	if len(b) == 0 || b[0] != responseVersion {
@@ -61,7 +61,7 @@ func writeStored(w http.ResponseWriter, b []byte, replayed bool) error {
 		return fail()
 	}
 	if replayed {
-		h.Set(ReplayedHeader, "true")
+		h.Set(replayedHeader, "true")
 	}
 	w.WriteHeader(int(status))
 	if len(body) > 0 {

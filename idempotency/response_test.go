@@ -30,9 +30,9 @@ func TestEncodedResponseRoundTrip(t *testing.T) {
 		t.Fatalf("replayed %d %q", w.Code, w.Body)
 	}
 	want := header.Clone()
-	want.Set(ReplayedHeader, "true")
+	want.Set(replayedHeader, "true")
 	if got := w.Header(); len(got) != len(want) || got.Get("Set-Cookie") != "a=1" || len(got["Set-Cookie"]) != 2 ||
-		got.Get("Content-Type") != "application/json" || got.Get(ReplayedHeader) != "true" || len(got["X-Empty"]) != 1 {
+		got.Get("Content-Type") != "application/json" || got.Get(replayedHeader) != "true" || len(got["X-Empty"]) != 1 {
 		t.Fatalf("replayed header %v, want %v", got, want)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // neverStored are the headers WithResume refuses to store: credentials.
 var neverStored = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 
-// WithResume lets a Reconciler finish a request whose execution stalled
+// WithResume, for the Middleware, lets a Reconciler finish a request whose execution stalled
 // when its client does not retry. The Middleware stores each keyed request
 // with its record (the method, the host, the path and query, the headers
 // named here, and the body within the request limit) until the record
@@ -28,12 +28,12 @@ var neverStored = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 // handler should mark the start before its first effect.
 //
 // The resumed request has no credentials: Authorization, Proxy-Authorization
-// and Cookie are never stored (naming them panics), and the CallerFunc does
+// and Cookie are never stored (naming them panics), and the caller function does
 // not run again. A handler that authorizes from credentials should read the
 // caller of a resumed request (Execution.Resumed) from the Execution. The
 // stored request lives with its record (its TTL, Sweep) and is read only
 // with it, under its caller's key.
-func WithResume(name string, headers ...string) MiddlewareOption {
+func WithResume(name string, headers ...string) Option {
 	keep := make([]string, 0, len(headers))
 	for _, h := range headers {
 		h = textproto.CanonicalMIMEHeaderKey(h)
@@ -147,7 +147,7 @@ func decodeRequest(ctx context.Context, b []byte) (*http.Request, []byte, error)
 func (h *handler) resume(ctx context.Context, e *Execution) ([]byte, error) {
 	r, body, err := decodeRequest(ctx, e.Input())
 	if err != nil {
-		return nil, Abort(problemResponse(http.StatusInternalServerError, CodeStoreFailed,
+		return nil, Abort(problemResponse(http.StatusInternalServerError, codeStoreFailed,
 			"The stored request is unreadable; it will not be executed again."), err)
 	}
 	r.Header.Set(h.m.header, FormatKey(e.Key()))

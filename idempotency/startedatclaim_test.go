@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -69,7 +70,7 @@ func TestStartedAtClaimNeedsWork(t *testing.T) {
 	ran := false
 	_, err := r.Do(context.Background(), idempotency.Request{Caller: "c", Key: "k", Fingerprint: "fp", StartedAtClaim: true},
 		func(context.Context, *idempotency.Execution) ([]byte, error) { ran = true; return nil, nil })
-	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.True(t, retry.IsPermanent(err))
 	assert.False(t, ran)
 	_, err = mem.Get(context.Background(), "c", "k")
 	require.ErrorIs(t, err, idempotency.ErrNotFound)

@@ -77,7 +77,7 @@ func TestAStepThatCannotBeSavedIsNotAnOutcome(t *testing.T) {
 				assert.Equal(t, 1, calls, "the step never ran the first time")
 			}
 			replay := send()
-			assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+			assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 			require.Equal(t, "ch_1", replay.Body.String())
 		})
 	}

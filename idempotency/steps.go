@@ -11,16 +11,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// StepFunc is the body of a step: an external call made with downstreamKey as
-// its idempotency key, returning a small result to keep (an id, a status).
-type StepFunc func(ctx context.Context, downstreamKey string) ([]byte, error)
-
 type stepResult struct {
 	name   string
 	result []byte
 }
 
-// Step runs fn once for this unit of work, bracketed by recovery points:
+// Step runs fn once for this unit of work, bracketed by recovery points. fn
+// is the body of the step: an external call made with downstreamKey as its
+// idempotency key, returning a small result to keep (an id, a status).
 //
 //  1. If an earlier attempt completed step name, Step returns its saved result
 //     without calling fn.
@@ -39,7 +37,7 @@ type stepResult struct {
 // stored with the key, so keep them small.
 //
 // An error matching ErrLeaseLost means another attempt owns the key: stop.
-func (e *Execution) Step(ctx context.Context, name string, fn StepFunc) ([]byte, error) {
+func (e *Execution) Step(ctx context.Context, name string, fn func(ctx context.Context, downstreamKey string) ([]byte, error)) ([]byte, error) {
 	if e == nil {
 		return nil, errors.New("idempotency: Step outside an execution")
 	}

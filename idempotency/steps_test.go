@@ -36,7 +36,7 @@ type downstream struct {
 	keys []string
 }
 
-func (d *downstream) call(name string) idempotency.StepFunc {
+func (d *downstream) call(name string) func(context.Context, string) ([]byte, error) {
 	return func(_ context.Context, key string) ([]byte, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()

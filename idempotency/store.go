@@ -209,16 +209,16 @@ type Store interface {
 	// holds.
 	Park(ctx context.Context, f Fence, reason string) error
 	// ListParked returns up to limit live parked records (limit <= 0:
-	// DefaultParkedPage), in the order of their Caller, then their Key
+	// 100), in the order of their Caller, then their Key
 	// (byte-wise, as Go compares strings), starting after (afterCaller,
 	// afterKey): "" and "" for the first page, the last record's Caller
 	// and Key for the next. It changes nothing.
 	ListParked(ctx context.Context, afterCaller, afterKey string, limit int) ([]Record, error)
 }
 
-// DefaultParkedPage is how many records Store.ListParked returns when given
+// defaultParkedPage is how many records Store.ListParked returns when given
 // no limit.
-const DefaultParkedPage = 100
+const defaultParkedPage = 100
 
 // TxStore is a Store that can complete a record in a transaction which also
 // carries the execution's own local writes, so they commit or roll back together.

@@ -76,7 +76,7 @@ func TestSweeperStopCancelsSweep(t *testing.T) {
 
 func TestSweep(t *testing.T) {
 	t.Parallel()
-	n, err := idempotency.Sweep(context.Background(), failingSweep{}, 10)
+	n, err := idempotency.SweeperConfig{Batch: 10}.Sweep(context.Background(), failingSweep{})
 	assert.Equal(t, 3, n)
 	assert.ErrorIs(t, err, errStoreDown)
 }

@@ -323,7 +323,7 @@ func TestMiddlewareFailedTransactionIsRetryable(t *testing.T) {
 		}))
 	w := do(h, "x", withKey("k"))
 	p := problem(t, w, http.StatusServiceUnavailable)
-	assert.Equal(t, idempotency.CodeTxFailed, p.Code)
+	assert.Equal(t, "transaction_rolled_back", p.Code)
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
 	assert.False(t, s.written("debit"))
 	assert.Zero(t, s.Len(), "nothing stored")

@@ -70,7 +70,7 @@
 // Publish sends a message with Nats-Msg-Id set to the outbox row's id and
 // waits for the stream's ack, as a pgstore.Relay's Deliver:
 //
-//	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+//	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 //		return natsconsumer.Publish(ctx, js, m.ID, m.Topic, m.Payload)
 //	}}
 //

@@ -86,10 +86,8 @@ func actionProblem(err error) error {
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):
 		return problem(http.StatusNotFound, CodeNotFound, "no live execution of this caller and key")
-	case errors.Is(err, idempotency.ErrNotParked):
-		return problem(http.StatusConflict, CodeConflict, "the execution is not parked")
-	case errors.Is(err, idempotency.ErrNotStalled):
-		return problem(http.StatusConflict, CodeConflict, "the execution is not stalled")
+	case errors.Is(err, idempotency.ErrWrongState):
+		return problem(http.StatusConflict, CodeConflict, strings.TrimPrefix(err.Error(), "idempotency: "))
 	case errors.As(err, &held):
 		return problem(http.StatusConflict, CodeConflict, "another execution holds the key")
 	case errors.Is(err, idempotency.ErrLeaseLost):

@@ -178,7 +178,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) error {
 		Budgets:      budgets(h.opts.Clients),
 		Consumers:    consumers(h.opts.Consumers),
 	}
-	for _, st := range idempotency.ListStates {
+	for _, st := range listStates {
 		o.States = append(o.States, StateLink{State: st.String(), Link: h.base + "/executions?state=" + st.String()})
 	}
 	o.Attention = []Execution{}
@@ -259,7 +259,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		next.Set("cursor", page.Next)
 		out.Next = h.base + "/executions?" + next.Encode()
 	}
-	for _, st := range idempotency.ListStates {
+	for _, st := range listStates {
 		filter.Set("state", st.String())
 		out.States = append(out.States, StateLink{State: st.String(), Link: h.base + "/executions?" + filter.Encode()})
 	}

@@ -11,12 +11,19 @@ import (
 // DefaultPageSize is how many executions a list shows without a limit.
 const DefaultPageSize = 50
 
+// maxLimit is the largest page a Lister returns (idempotency.ListQuery's
+// Limit: 1 to 500).
+const maxLimit = 500
+
+// listStates are the states a list shows, in order.
+var listStates = []idempotency.ListState{idempotency.ListInProgress, idempotency.ListStalled, idempotency.ListParked, idempotency.ListCompleted}
+
 // maxCaller is the longest caller a query takes, in bytes.
 const maxCaller = 1024
 
 // maxKey is the longest key or key prefix a query or form takes, in
 // bytes: far more than any broker's message id or Idempotency-Key
-// (idempotency.MaxKeyLen), yet a bounded URL once percent-encoded.
+// (255), yet a bounded URL once percent-encoded.
 const maxKey = 8 << 10
 
 // maxCursor is the longest cursor a query takes, in bytes.
@@ -37,16 +44,16 @@ func parseListQuery(v url.Values) (idempotency.ListQuery, error) {
 		}
 	}
 	if s := v.Get("state"); s != "" {
-		st, err := idempotency.ParseListState(s)
-		if err != nil {
+		var st idempotency.ListState
+		if err := st.UnmarshalText([]byte(s)); err != nil {
 			return q, problem(400, CodeBadQuery, fmt.Sprintf("unknown state %q; want in_progress, stalled, parked or completed", s))
 		}
 		q.State = st
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > idempotency.MaxListPage {
-			return q, problem(400, CodeBadQuery, fmt.Sprintf("limit %q; want 1 to %d", l, idempotency.MaxListPage))
+		if err != nil || n < 1 || n > maxLimit {
+			return q, problem(400, CodeBadQuery, fmt.Sprintf("limit %q; want 1 to %d", l, maxLimit))
 		}
 		q.Limit = n
 	}

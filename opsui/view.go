@@ -49,7 +49,7 @@ type Detail struct {
 	// it was parked), redacted.
 	LastError string `json:"last_error,omitempty"`
 	// Outcome is the stored outcome of a completed execution.
-	Outcome *Outcome `json:"outcome,omitempty"`
+	Outcome *StoredOutcome `json:"outcome,omitempty"`
 	// Actions are what may be done to it now: "retry", "discard", "resume".
 	Actions []string `json:"actions"`
 }
@@ -60,17 +60,17 @@ type Step struct {
 	Data string `json:"data"`
 }
 
-// Outcome is a stored outcome: for one stored by the Middleware its HTTP
+// StoredOutcome is a stored outcome: for one stored by the Middleware its HTTP
 // status and header (values redacted but for safe fields); the body by its
 // size only.
-type Outcome struct {
+type StoredOutcome struct {
 	Status int     `json:"status,omitempty"`
 	Header []Field `json:"header,omitempty"`
 	Body   string  `json:"body"`
 }
 
 func summarize(r idempotency.Record, now time.Time) Execution {
-	st := idempotency.StateOf(r, now)
+	st := r.ListState(now)
 	e := Execution{
 		Caller: r.Caller, Key: r.Key, State: st.String(), Attempt: r.Attempt,
 		LeaseUntil: r.LockedUntil.UTC(), CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
@@ -98,28 +98,28 @@ func detail(r idempotency.Record, now time.Time) Detail {
 		Steps:       []Step{},
 		Actions:     []string{},
 	}
-	steps, err := idempotency.StoredSteps(r.RecoveryData)
+	steps, err := r.StoredSteps()
 	if err != nil {
 		d.StepsError = fmt.Sprintf("unreadable (%d bytes)", len(r.RecoveryData))
 	}
-	for _, s := range steps {
-		d.Steps = append(d.Steps, Step{Name: cut(s.Name), Data: redactData(s.Result)})
+	for name, result := range steps {
+		d.Steps = append(d.Steps, Step{Name: cut(name), Data: redactData(result)})
 	}
 	if len(r.Resume) > 0 {
-		if name, input, err := idempotency.StoredWork(r.Resume); err == nil {
+		if name, input, err := r.StoredWork(); err == nil {
 			d.Work, d.Input = cut(name), body(input)
 		} else {
 			d.Input = body(r.Resume)
 		}
 	}
 	if r.State == idempotency.StateCompleted {
-		if status, h, b, err := idempotency.StoredHTTPResponse(r.Response); err == nil {
-			d.Outcome = &Outcome{Status: status, Header: redactHeader(h), Body: body(b)}
+		if status, h, b, err := r.StoredHTTPResponse(); err == nil {
+			d.Outcome = &StoredOutcome{Status: status, Header: redactHeader(h), Body: body(b)}
 		} else {
-			d.Outcome = &Outcome{Body: body(r.Response)}
+			d.Outcome = &StoredOutcome{Body: body(r.Response)}
 		}
 	}
-	switch idempotency.StateOf(r, now) {
+	switch r.ListState(now) {
 	case idempotency.ListParked:
 		d.Actions = append(d.Actions, ActionRetry.String(), ActionDiscard.String())
 	case idempotency.ListStalled:

@@ -17,7 +17,7 @@ import (
 // adapters).
 const (
 	// MetricConsumerDeliveries counts what became of deliveries, by
-	// consumer and outcome (consumer.Outcome: executed, replayed,
+	// consumer and outcome (consumer.DeliveryOutcome: executed, replayed,
 	// in_progress, retried, given_back, parked, terminated; held counts
 	// the times a delivery was held before its end).
 	MetricConsumerDeliveries = "exactlyonce.consumer.deliveries"
@@ -43,7 +43,7 @@ const (
 const (
 	// AttrConsumer is the consumer's name (consumer.Config.Name).
 	AttrConsumer = attribute.Key("exactlyonce.consumer")
-	// AttrConsumerOutcome is what became of a delivery (consumer.Outcome).
+	// AttrConsumerOutcome is what became of a delivery (consumer.DeliveryOutcome).
 	AttrConsumerOutcome = attribute.Key("exactlyonce.consumer.outcome")
 	// AttrFirstDelivery tells a message's first delivery from a
 	// redelivery, whose wait includes its earlier handling.

@@ -20,7 +20,7 @@ const (
 	eventIdempotencyOutcome = "exactlyonce.idempotency.outcome"
 )
 
-// Observer returns an idempotency.Observer that records what became of each
+// Observer returns a function for idempotency.WithObserver that records what became of each
 // call of a Runner's Do (and so of each keyed request behind
 // idempotency.Middleware): it counts the outcome in the counter
 // exactlyonce.idempotency.outcomes and, when the span in the call's context
@@ -28,11 +28,11 @@ const (
 // exactlyonce.idempotency.outcome on that span and adds an event of the same
 // name. Use it to combine with an Observer of one's own; RunnerOption
 // installs it alone.
-func (t *Telemetry) Observer() idempotency.Observer { return t.observe }
+func (t *Telemetry) Observer() func(context.Context, idempotency.Observation) { return t.observe }
 
 // RunnerOption returns idempotency.WithObserver(t.Observer()), for
 // idempotency.NewRunner.
-func (t *Telemetry) RunnerOption() idempotency.RunnerOption {
+func (t *Telemetry) RunnerOption() idempotency.Option {
 	return idempotency.WithObserver(t.observe)
 }
 

@@ -92,7 +92,7 @@ func relayChild(schema, queue string) int {
 	if err != nil {
 		return fail(err)
 	}
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if err := pub.Publish(ctx, m.ID, queue, m.Payload); err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 	pub, err := amqpconsumer.NewPublisher(amqptest.Channel(t, conn), "")
 	require.NoError(t, err)
 	var published atomic.Int32
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		published.Add(1)
 		return pub.Publish(ctx, m.ID, queue, m.Payload)
 	}}

@@ -56,7 +56,7 @@ func (sv Servers) pgbenchScript(ctx context.Context, schema string) (string, err
 		return "", err
 	}
 	c, err := s.Claim(ctx, idempotency.ClaimRequest{Key: "capture", Fingerprint: limitFingerprint,
-		Lease: idempotency.DefaultLease, TTL: idempotency.DefaultTTL})
+		Lease: defaultLease, TTL: defaultTTL})
 	if err != nil {
 		return "", err
 	}
@@ -76,8 +76,8 @@ func (sv Servers) pgbenchScript(ctx context.Context, schema string) (string, err
 	// the recovery point a new record starts with; complete caller, key,
 	// attempt, response, generation, time shift.
 	claim, err := bind(claimSQL, bytea(nil), key, bytea([]byte(limitFingerprint)),
-		strconv.FormatInt(idempotency.DefaultLease.Microseconds(), 10),
-		strconv.FormatInt(idempotency.DefaultTTL.Microseconds(), 10), "NULL::bytea", "0", "NULL::bytea")
+		strconv.FormatInt(defaultLease.Microseconds(), 10),
+		strconv.FormatInt(defaultTTL.Microseconds(), 10), "NULL::bytea", "0", "NULL::bytea")
 	if err != nil {
 		return "", fmt.Errorf("the claim statement: %w", err)
 	}

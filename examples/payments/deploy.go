@@ -133,7 +133,7 @@ func (d *deployment) start(ctx context.Context, ln net.Listener, reconcile bool)
 		return nil, err
 	}
 	inst := &instance{served: make(chan struct{}), store: store}
-	opts := []idempotency.RunnerOption{idempotency.WithObserver(d.observer())}
+	opts := []idempotency.Option{idempotency.WithObserver(d.observer())}
 	if d.lease > 0 {
 		opts = append(opts, idempotency.WithLease(d.lease))
 	}
@@ -174,7 +174,7 @@ func (d *deployment) show(page *opspage.Page, clients []opsui.Client) {
 // observer counts the executions finished after a takeover, by a
 // Reconciler or by a client's retry, and passes every observation on to
 // the telemetry.
-func (d *deployment) observer() idempotency.Observer {
+func (d *deployment) observer() func(context.Context, idempotency.Observation) {
 	next := d.tel.observer()
 	return func(ctx context.Context, o idempotency.Observation) {
 		if o.Err == nil {

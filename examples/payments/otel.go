@@ -112,7 +112,7 @@ func (t *telemetry) observeBudget(name string, b *retry.Budget) error {
 
 // observer returns the Observer that records the outcomes of a Runner, or
 // nil.
-func (t *telemetry) observer() idempotency.Observer {
+func (t *telemetry) observer() func(context.Context, idempotency.Observation) {
 	if t == nil {
 		return nil
 	}

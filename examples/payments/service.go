@@ -78,8 +78,9 @@ func (l *ledger) deduplications() int {
 	return l.deduplicated
 }
 
-// callerOf is the service's CallerFunc: one tenant.
-var callerOf idempotency.CallerFunc = idempotency.SingleTenant
+// callerOf is the service's caller function (idempotency.Middleware): one
+// tenant.
+var callerOf = idempotency.SingleTenant
 
 // errKilled is what a handler of a killed instance meets when the run ends
 // (see deployment.alive).

@@ -104,7 +104,7 @@ func (c *Consumer) fetch(ctx, grace context.Context, src Source, wg *sync.WaitGr
 			if taken == n {
 				// More than asked for: the broker delivers it again.
 				_ = d.Nak(context.WithoutCancel(ctx), 0)
-				c.settled(ctx, OutcomeGivenBack, nil, nil)
+				c.settled(ctx, DeliveryGivenBack, nil, nil)
 				return
 			}
 			taken++

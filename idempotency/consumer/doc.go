@@ -31,7 +31,7 @@
 //     came with another body (idempotency.ErrFingerprintMismatch):
 //     terminated (dead-lettered), nothing stored;
 //   - a statement of the handler's transaction failed for good (the
-//     store marks it idempotency.Permanent: a constraint the write
+//     store marks it retry.Permanent: a constraint the write
 //     breaks, say): parked with the reason, as above, then terminated;
 //   - its dependency is down (see below), or the store failed (a claim, a
 //     commit, or a statement of the handler's transaction that failed for
@@ -96,7 +96,7 @@
 //
 // # The consumer's own Reconciler
 //
-// Run runs a Reconciler of its own (idempotency.Reconcile, scoped to the
+// Run runs a Reconciler of its own (Runner.Reconcile, scoped to the
 // consumer's caller, every Config.ReconcileInterval, skipped while a
 // dependency is down): nothing beside the consumer needs starting. It
 // finishes the executions of the consumer's caller that stalled (their
@@ -166,7 +166,7 @@
 // the broker (how many deliveries it asked for and got), each delivery
 // taken (with how long the message waited at the broker, where the
 // broker says: Message.Published), each run of the handler (its
-// duration and error) and what became of each delivery (Outcome). The
+// duration and error) and what became of each delivery (DeliveryOutcome). The
 // otelretry module turns them into OpenTelemetry metrics; Stats counts
 // the same.
 package consumer

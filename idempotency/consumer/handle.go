@@ -36,7 +36,7 @@ func (c *Consumer) handle(ctx, grace context.Context, d Delivery) {
 	if err != nil {
 		c.cfg.Logger.Error("consumer: cannot key a message; stopping", slog.String("consumer", c.cfg.Name), slog.Any("error", err))
 		_ = d.Nak(bg, 0)
-		c.settled(ctx, OutcomeGivenBack, nil, err)
+		c.settled(ctx, DeliveryGivenBack, nil, err)
 		c.stop(err)
 		return
 	}
@@ -65,7 +65,7 @@ func (c *Consumer) run(ctx, grace context.Context, d Delivery, m *Message, req i
 		if done {
 			return
 		}
-		c.settled(ctx, OutcomeHeld, m, err)
+		c.settled(ctx, DeliveryHeld, m, err)
 		if !c.hold(ctx, d, hold, c.outage.down()) {
 			c.stopped(grace, d, m, req)
 			return
@@ -124,10 +124,10 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idemp
 		c.outage.healthy()
 		if res.Replayed {
 			c.stats.duplicates.Add(1)
-			c.settled(ctx, OutcomeReplayed, m, nil)
+			c.settled(ctx, DeliveryReplayed, m, nil)
 		} else {
 			c.stats.executed.Add(1)
-			c.settled(ctx, OutcomeExecuted, m, err)
+			c.settled(ctx, DeliveryExecuted, m, err)
 		}
 		if aerr := d.Ack(ctx); aerr != nil {
 			// The outcome is stored: the redelivery is acked without running.
@@ -143,29 +143,29 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idemp
 			return delay, false
 		}
 		c.stats.inProgress.Add(1)
-		c.settled(ctx, OutcomeInProgress, m, err)
+		c.settled(ctx, DeliveryInProgress, m, err)
 		c.nak(ctx, d, delay, log)
 		return 0, true
 	case errors.Is(err, idempotency.ErrParked):
 		c.stats.parked.Add(1)
-		c.settled(ctx, OutcomeParked, m, err)
+		c.settled(ctx, DeliveryParked, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
 	case errors.Is(err, idempotency.ErrFingerprintMismatch), errors.Is(err, idempotency.ErrRejected):
-		c.settled(ctx, OutcomeTerminated, m, err)
+		c.settled(ctx, DeliveryTerminated, m, err)
 		c.term(ctx, d, err, log)
 		return 0, true
-	case txFailed && errors.Is(err, idempotency.ErrPermanent):
+	case txFailed && retry.IsPermanent(err):
 		// It will fail so on every run: park it with the reason, so the
 		// store keeps the message for RetryParked, then settle it as a
 		// parked one. Held while the store cannot take it.
 		switch owned, perr := c.inbox(ctx, req, idempotency.Park(err)); owned {
-		case OutcomeParked:
-			c.settled(ctx, OutcomeParked, m, err)
+		case DeliveryParked:
+			c.settled(ctx, DeliveryParked, m, err)
 			c.term(ctx, d, err, log)
 			return 0, true
-		case OutcomeReplayed:
-			c.settled(ctx, OutcomeReplayed, m, nil)
+		case DeliveryReplayed:
+			c.settled(ctx, DeliveryReplayed, m, nil)
 			if aerr := d.Ack(ctx); aerr != nil {
 				log().Warn("consumer: ack failed", slog.Any("error", aerr))
 			}
@@ -176,7 +176,7 @@ func (c *Consumer) settle(ctx context.Context, d Delivery, m *Message, req idemp
 		return c.cfg.Backoff.Delay(local, 0, rand.Float64()), false
 	case handlerFailed && !dependencyDown(err) && !c.outage.down() && !d.Last():
 		c.stats.retried.Add(1)
-		c.settled(ctx, OutcomeRetried, m, err)
+		c.settled(ctx, DeliveryRetried, m, err)
 		c.nak(ctx, d, c.cfg.Backoff.Delay(max(m.Delivery, 1), 0, rand.Float64()), log)
 		return 0, true
 	default:
@@ -300,14 +300,15 @@ func (c *Consumer) call(ctx context.Context, m *Message) (err error) {
 }
 
 // permanent reports whether the handler's err will recur however often the
-// message is delivered: marked retry.Permanent (or idempotency.Permanent).
+// message is delivered: marked retry.Permanent (as a store marks a failure every
+// repeat meets).
 // A cancelled context, which retry.IsPermanent also counts, is not: the
 // consumer may be stopping.
 func permanent(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	return retry.IsPermanent(err) || errors.Is(err, idempotency.ErrPermanent)
+	return retry.IsPermanent(err)
 }
 
 // keepAlive keeps d alive at the broker and e's lease in the store, until

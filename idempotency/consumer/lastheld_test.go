@@ -68,7 +68,7 @@ func TestLastDeliveryHeldBehindADeadClaimIsKept(t *testing.T) {
 		assert.Equal(t, "ack", d.settled, "the store owns the last delivery (%s)", d.reason)
 
 		time.Sleep(lease) // the dead consumer's lease runs out
-		n, err := idempotency.Reconcile(context.Background(), runner, idempotency.ReconcilerConfig{Logger: quiet})
+		n, err := runner.Reconcile(context.Background(), idempotency.ReconcilerConfig{Logger: quiet})
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "a Reconciler runs the message")
 		assert.Equal(t, int32(1), effects.Load())

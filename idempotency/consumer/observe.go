@@ -5,39 +5,39 @@ import (
 	"time"
 )
 
-// Outcome names what became of a delivery, as an Observer hears it. The
+// DeliveryOutcome names what became of a delivery, as an Observer hears it. The
 // values are stable: metrics use them as labels.
-type Outcome string
+type DeliveryOutcome string
 
-// Outcomes of a delivery. Each delivery ends in one of them but
-// OutcomeHeld, which is heard each time a delivery is held before its end.
+// What became of a delivery. Each delivery ends in one of them but
+// DeliveryHeld, which is heard each time a delivery is held before its end.
 const (
-	// OutcomeExecuted: the handler ran and its outcome was stored, then
+	// DeliveryExecuted: the handler ran and its outcome was stored, then
 	// the delivery was acked.
-	OutcomeExecuted Outcome = "executed"
-	// OutcomeReplayed: the message had completed before (a duplicate):
+	DeliveryExecuted DeliveryOutcome = "executed"
+	// DeliveryReplayed: the message had completed before (a duplicate):
 	// acked without running.
-	OutcomeReplayed Outcome = "replayed"
-	// OutcomeInProgress: another execution held the key: given back; or
+	DeliveryReplayed DeliveryOutcome = "replayed"
+	// DeliveryInProgress: another execution held the key: given back; or
 	// the broker's last delivery held by a stopping consumer, handed to
 	// the store and acked (a Reconciler finishes it).
-	OutcomeInProgress Outcome = "in_progress"
-	// OutcomeRetried: the handler failed transiently; given back to be
+	DeliveryInProgress DeliveryOutcome = "in_progress"
+	// DeliveryRetried: the handler failed transiently; given back to be
 	// delivered again after a backoff.
-	OutcomeRetried Outcome = "retried"
-	// OutcomeGivenBack: given back unhandled, by a stopping consumer, or
+	DeliveryRetried DeliveryOutcome = "retried"
+	// DeliveryGivenBack: given back unhandled, by a stopping consumer, or
 	// because it came beyond what the consumer asked for or without a key.
-	OutcomeGivenBack Outcome = "given_back"
-	// OutcomeHeld: held instead of given back (through an outage, on a
+	DeliveryGivenBack DeliveryOutcome = "given_back"
+	// DeliveryHeld: held instead of given back (through an outage, on a
 	// store failure, on the broker's last delivery), to run again here.
-	OutcomeHeld Outcome = "held"
-	// OutcomeParked: parked in the store with its reason (ListParked,
+	DeliveryHeld DeliveryOutcome = "held"
+	// DeliveryParked: parked in the store with its reason (ListParked,
 	// RetryParked), then terminated: a failure for a reason.
-	OutcomeParked Outcome = "parked"
-	// OutcomeTerminated: terminated (dead-lettered) without being parked:
+	DeliveryParked DeliveryOutcome = "parked"
+	// DeliveryTerminated: terminated (dead-lettered) without being parked:
 	// rejected by the handler, its id reused with another body, or a last
 	// delivery the store could not take as the consumer stopped.
-	OutcomeTerminated Outcome = "terminated"
+	DeliveryTerminated DeliveryOutcome = "terminated"
 )
 
 // EventKind tells what an Event reports.
@@ -69,7 +69,7 @@ type Event struct {
 	Key      string
 	Delivery int
 	// Outcome is what became of the delivery (EventSettled).
-	Outcome Outcome
+	Outcome DeliveryOutcome
 	// Asked is how many deliveries a fetch asked for, Fetched how many it
 	// gave (EventFetched).
 	Asked, Fetched int
@@ -101,7 +101,7 @@ func (c *Consumer) observe(ctx context.Context, e Event) {
 
 // settled tells the observer what became of the delivery of m (nil when
 // the consumer could not read it).
-func (c *Consumer) settled(ctx context.Context, out Outcome, m *Message, err error) {
+func (c *Consumer) settled(ctx context.Context, out DeliveryOutcome, m *Message, err error) {
 	if c.cfg.Observer == nil {
 		return
 	}

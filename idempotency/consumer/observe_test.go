@@ -83,8 +83,8 @@ func TestObserverHearsDeliveriesHandlersAndFetches(t *testing.T) {
 			newDelivery("bad", 1, false), newDelivery("poison", 1, false))
 
 		settled := heard.byKey(consumer.EventSettled)
-		want := map[string]consumer.Outcome{"slow": consumer.OutcomeExecuted, "done": consumer.OutcomeReplayed,
-			"flaky": consumer.OutcomeRetried, "bad": consumer.OutcomeTerminated, "poison": consumer.OutcomeParked}
+		want := map[string]consumer.DeliveryOutcome{"slow": consumer.DeliveryExecuted, "done": consumer.DeliveryReplayed,
+			"flaky": consumer.DeliveryRetried, "bad": consumer.DeliveryTerminated, "poison": consumer.DeliveryParked}
 		for key, out := range want {
 			assert.Equal(t, out, settled[key].Outcome, key)
 			assert.Equal(t, "ship", settled[key].Consumer, key)
@@ -141,11 +141,11 @@ func TestObserverHearsAStopsDeliveries(t *testing.T) {
 		cancel()
 		require.ErrorIs(t, <-errc, context.Canceled)
 		settled := heard.of(consumer.EventSettled)
-		outcomes := make(map[string][]consumer.Outcome)
+		outcomes := make(map[string][]consumer.DeliveryOutcome)
 		for _, ev := range settled {
 			outcomes[ev.Key] = append(outcomes[ev.Key], ev.Outcome)
 		}
-		assert.Equal(t, []consumer.Outcome{consumer.OutcomeHeld, consumer.OutcomeGivenBack}, outcomes["ordinary"])
-		assert.Equal(t, []consumer.Outcome{consumer.OutcomeHeld, consumer.OutcomeInProgress}, outcomes["last"])
+		assert.Equal(t, []consumer.DeliveryOutcome{consumer.DeliveryHeld, consumer.DeliveryGivenBack}, outcomes["ordinary"])
+		assert.Equal(t, []consumer.DeliveryOutcome{consumer.DeliveryHeld, consumer.DeliveryInProgress}, outcomes["last"])
 	})
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // ListParked returns up to limit of the consumer's parked messages (limit
-// <= 0: idempotency.DefaultParkedPage), each a record with its reason
+// <= 0: 100), each a record with its reason
 // (Record.Parked), in the order of their keys, starting after afterKey (""
 // for the first page, the last record's Key for the next).
 func (c *Consumer) ListParked(ctx context.Context, afterKey string, limit int) ([]idempotency.Record, error) {

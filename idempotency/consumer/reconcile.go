@@ -34,7 +34,7 @@ func (c *Consumer) reconcile(ctx context.Context) {
 		if c.outage.down() {
 			continue
 		}
-		if _, err := idempotency.Reconcile(ctx, c.cfg.Runner, cfg); err != nil && ctx.Err() == nil {
+		if _, err := c.cfg.Runner.Reconcile(ctx, cfg); err != nil && ctx.Err() == nil {
 			c.cfg.Logger.Warn("consumer: reconcile", slog.String("consumer", c.cfg.Name), slog.Any("error", err))
 		}
 	}

@@ -25,7 +25,7 @@ func (c *Consumer) Decline(ctx context.Context, d Delivery) {
 	m, err := d.Message()
 	if err != nil {
 		_ = d.Nak(context.WithoutCancel(ctx), 0)
-		c.settled(ctx, OutcomeGivenBack, nil, err)
+		c.settled(ctx, DeliveryGivenBack, nil, err)
 		return
 	}
 	c.stopped(ctx, d, m, c.request(m, d.Last()))
@@ -43,7 +43,7 @@ var errHandedOver = errors.New("consumer: stopped before the broker's last deliv
 func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req idempotency.Request) {
 	if !d.Last() {
 		_ = d.Nak(context.WithoutCancel(grace), 0)
-		c.settled(grace, OutcomeGivenBack, m, nil)
+		c.settled(grace, DeliveryGivenBack, m, nil)
 		return
 	}
 	log := c.cfg.Logger.With(slog.String("consumer", c.cfg.Name), slog.String("key", m.Key), slog.Int("delivery", m.Delivery))
@@ -59,14 +59,14 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 			}
 			return
 		case errors.Is(err, idempotency.ErrFingerprintMismatch):
-			c.settled(bg, OutcomeTerminated, m, err)
+			c.settled(bg, DeliveryTerminated, m, err)
 			c.term(bg, d, err, func() *slog.Logger { return log })
 			return
 		}
 		if !c.wait(grace, c.cfg.Backoff.Delay(attempt, 0, rand.Float64())) {
 			log.Error("consumer: stopping, and the store cannot take the broker's last delivery; terminating it", slog.Any("error", err))
 			err = fmt.Errorf("the consumer stopped before the broker's last delivery (%d) was handled, and the store could not take it: %w", m.Delivery, err)
-			c.settled(bg, OutcomeTerminated, m, err)
+			c.settled(bg, DeliveryTerminated, m, err)
 			c.term(bg, d, err, func() *slog.Logger { return log })
 			return
 		}
@@ -79,10 +79,10 @@ func (c *Consumer) stopped(grace context.Context, d Delivery, m *Message, req id
 // RetryParked), errHandedOver leaves it in progress, marked started at
 // its claim (the broker's last delivery), for a Reconciler. It reports
 // whether the store owns the message, as the delivery's outcome ("" when
-// it does not): completed (OutcomeReplayed), parked (OutcomeParked), or
+// it does not): completed (DeliveryReplayed), parked (DeliveryParked), or
 // held by an execution that a Reconciler resumes if it stalls
-// (OutcomeInProgress).
-func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, leave error) (Outcome, error) {
+// (DeliveryInProgress).
+func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, leave error) (DeliveryOutcome, error) {
 	for tries := 1; ; tries++ {
 		_, err := c.cfg.Runner.Do(ctx, req, func(context.Context, *idempotency.Execution) ([]byte, error) {
 			return nil, leave
@@ -91,15 +91,15 @@ func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, leave err
 		switch {
 		case errors.Is(err, idempotency.ErrParked):
 			c.stats.parked.Add(1)
-			return OutcomeParked, nil
+			return DeliveryParked, nil
 		case errors.Is(err, errHandedOver) && req.StartedAtClaim:
 			// The claim marked it started: abandoned, its lease cut short.
 			c.stats.handedOver.Add(1)
-			return OutcomeInProgress, nil
+			return DeliveryInProgress, nil
 		case err == nil:
 			// Completed before: this delivery is a duplicate.
 			c.stats.duplicates.Add(1)
-			return OutcomeReplayed, nil
+			return DeliveryReplayed, nil
 		case errors.As(err, &ip):
 			rec, gerr := c.cfg.Runner.Store().Get(ctx, req.Caller, req.Key)
 			if gerr != nil {
@@ -112,11 +112,11 @@ func (c *Consumer) inbox(ctx context.Context, req idempotency.Request, leave err
 			}
 			switch {
 			case rec.State == idempotency.StateCompleted:
-				return OutcomeReplayed, err
+				return DeliveryReplayed, err
 			case rec.Parked != "":
-				return OutcomeParked, err
+				return DeliveryParked, err
 			case rec.RecoveryPoint != "" && len(rec.Resume) > 0:
-				return OutcomeInProgress, err
+				return DeliveryInProgress, err
 			}
 			return "", err
 		}

@@ -154,7 +154,7 @@ func TestLastDeliveryResumedByReconcilerAfterAKill(t *testing.T) {
 		assert.NotEmpty(t, rec.RecoveryPoint, "marked started before the handler")
 
 		time.Sleep(4 * time.Second) // past the lease
-		n, err := idempotency.Reconcile(context.Background(), runner, idempotency.ReconcilerConfig{})
+		n, err := runner.Reconcile(context.Background(), idempotency.ReconcilerConfig{})
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)
 		assert.Equal(t, int32(1), effects.Load())

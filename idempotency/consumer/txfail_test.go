@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/consumer"
 )
@@ -101,7 +102,7 @@ func TestTransactionLostWithTheStoreIsHeld(t *testing.T) {
 // nothing stored.
 func TestTransactionFailedForGoodParks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		violation := idempotency.Permanent(errors.New("duplicate key value violates unique constraint"))
+		violation := retry.Permanent(errors.New("duplicate key value violates unique constraint"))
 		store := &txStore{MemoryStore: idempotency.NewMemoryStore(nil), failures: []error{violation}}
 		var runs atomic.Int32
 		c := newConsumer(t, idempotency.NewRunner(store), func(ctx context.Context, m *consumer.Message) error {

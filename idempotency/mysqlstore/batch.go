@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/go-sql-driver/mysql"
 )
@@ -31,7 +32,7 @@ type recordKey struct{ caller, key string }
 func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
 	for _, req := range reqs {
 		if req.Lease <= 0 || req.TTL <= 0 {
-			return nil, idempotency.Permanent(fmt.Errorf("mysqlstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
+			return nil, retry.Permanent(fmt.Errorf("mysqlstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 		}
 	}
 	claims := make([]idempotency.Claim, len(reqs))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/go-sql-driver/mysql"
 )
@@ -31,7 +32,7 @@ const errDuplicateKey = 1062
 // Lease and expiry run from the clock of the read.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
-		return idempotency.Claim{}, idempotency.Permanent(fmt.Errorf("mysqlstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
+		return idempotency.Claim{}, retry.Permanent(fmt.Errorf("mysqlstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 	}
 	id := recordID(req.Caller, req.Key)
 	for range claimTries {

@@ -98,7 +98,7 @@
 // shutdown) are left as they are, so the Middleware answers 503 with
 // Retry-After; errors every retry would meet again (a missing table, a
 // refused login, a value the server cannot take) are marked
-// idempotency.Permanent, answered 500.
+// retry.Permanent, answered 500.
 //
 // # Tests
 //

@@ -40,7 +40,7 @@ func (s *Store) listQueries() listQueries {
 
 // List implements idempotency.Lister. It pages in the order of the primary
 // key (a hash of caller and key), so a page reads at most
-// idempotency.ListScan rows through that index; the cursor is the id of the
+// q.ScanSize() rows through that index; the cursor is the id of the
 // last row read. Two round trips.
 func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.ListPage, error) {
 	if err := q.Validate(); err != nil {
@@ -58,7 +58,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.
 		nowUs int64
 		end   []byte
 	)
-	if err := s.db.QueryRowContext(ctx, lq.window, s.shiftArg(), after, idempotency.ListScan-1).Scan(&nowUs, &end); err != nil {
+	if err := s.db.QueryRowContext(ctx, lq.window, s.shiftArg(), after, q.ScanSize()-1).Scan(&nowUs, &end); err != nil {
 		return idempotency.ListPage{}, fmt.Errorf("mysqlstore: list: %w", classify(err))
 	}
 	var endArg any

@@ -2,11 +2,11 @@ package mysqlstore_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/mysqlstore"
 	"github.com/stretchr/testify/assert"
@@ -36,13 +36,13 @@ func TestErrorsAreClassified(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newStore(t)
 	_, err := s.Claim(t.Context(), idempotency.ClaimRequest{Key: "k"})
-	assert.ErrorIs(t, err, idempotency.ErrPermanent)
+	assert.True(t, retry.IsPermanent(err))
 
 	missing, err := mysqlstore.Open(testConfig(t), mysqlstore.WithTablePrefix("never_made_"))
 	require.NoError(t, err)
 	defer missing.Close()
 	_, err = missing.Get(t.Context(), "a", "k")
-	assert.ErrorIs(t, err, idempotency.ErrPermanent)
+	assert.True(t, retry.IsPermanent(err))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestErrorsAreClassified(t *testing.T) {
 	defer down.Close()
 	_, err = down.Claim(t.Context(), claimReq("k"))
 	require.Error(t, err)
-	assert.False(t, errors.Is(err, idempotency.ErrPermanent), "%v", err)
+	assert.False(t, retry.IsPermanent(err), "%v", err)
 }
 
 // ListParked orders callers and keys byte-wise beyond the 1,024 bytes MySQL

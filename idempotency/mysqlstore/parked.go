@@ -8,7 +8,7 @@ import (
 )
 
 // ListParked returns up to limit live parked records (limit <= 0:
-// idempotency.DefaultParkedPage) after (afterCaller, afterKey), by caller
+// 100, the default page) after (afterCaller, afterKey), by caller
 // then key, byte-wise. It reads only the parked rows, through an index of
 // their ids. BLOBs compare as bytes, but MySQL sorts them by their first
 // max_sort_length bytes only (1,024 by default): ListParked raises it, and the
@@ -17,7 +17,7 @@ import (
 // trips.
 func (s *Store) ListParked(ctx context.Context, afterCaller, afterKey string, limit int) ([]idempotency.Record, error) {
 	if limit <= 0 {
-		limit = idempotency.DefaultParkedPage
+		limit = idempotency.ListQuery{}.PageSize() // the default page: 100
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/go-sql-driver/mysql"
 )
@@ -26,7 +27,7 @@ const defaultStalledLimit = 1000
 // incremented and a lease of lease from the database clock.
 func (s *Store) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
-		return nil, idempotency.Permanent(fmt.Errorf("mysqlstore: take over stalled: lease %v must be positive", lease))
+		return nil, retry.Permanent(fmt.Errorf("mysqlstore: take over stalled: lease %v must be positive", lease))
 	}
 	if limit <= 0 {
 		limit = defaultStalledLimit

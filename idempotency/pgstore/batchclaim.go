@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,7 +40,7 @@ import (
 func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
 	for _, req := range reqs {
 		if req.Lease <= 0 || req.TTL <= 0 {
-			return nil, idempotency.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
+			return nil, retry.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 		}
 	}
 	first := make(map[recordKey]int, len(reqs))

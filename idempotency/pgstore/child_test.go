@@ -137,7 +137,7 @@ func runChildRelay() error {
 		return err
 	}
 	fmt.Println("listening relay")
-	r := &pgstore.Relay{Store: store, Batch: 1000, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: store, Batch: 1000, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv(childDepEnv), strings.NewReader(string(m.Payload)))
 		if err != nil {
 			return err

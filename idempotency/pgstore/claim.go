@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/jackc/pgx/v5"
 )
@@ -23,7 +24,7 @@ const claimTries = 10
 // writes nothing.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
-		return idempotency.Claim{}, idempotency.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
+		return idempotency.Claim{}, retry.Permanent(fmt.Errorf("pgstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 	}
 	for range claimTries {
 		var claimed bool

@@ -3,18 +3,18 @@ package pgstore
 import (
 	"errors"
 
-	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// classify marks err with idempotency.Permanent when repeating the call
+// classify marks err with retry.Permanent when repeating the call
 // would fail the same way, so that the Middleware never answers it with a
 // retryable 503. nil stays nil.
 func classify(err error) error {
 	if err == nil || !permanent(err) {
 		return err
 	}
-	return idempotency.Permanent(err)
+	return retry.Permanent(err)
 }
 
 // permanent reports whether err will recur on every repeat of the call: an

@@ -8,7 +8,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -45,7 +45,9 @@ func TestClassify(t *testing.T) {
 		{io.ErrUnexpectedEOF, false},
 	} {
 		err := classify(tc.err)
-		if got := errors.Is(err, idempotency.ErrPermanent); got != tc.permanent {
+		// As the Middleware judges it: retry.IsPermanent, a cancelled
+		// context excepted (the caller went away).
+		if got := retry.IsPermanent(err) && !errors.Is(err, context.Canceled); got != tc.permanent {
 			t.Errorf("classify(%v): permanent = %v, want %v", tc.err, got, tc.permanent)
 		}
 		if !errors.Is(err, tc.err) {

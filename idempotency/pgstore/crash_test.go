@@ -298,7 +298,7 @@ func TestRelayKilledMidBatch(t *testing.T) {
 			<-hold
 			return
 		}
-		_ = k.deliver(r.Context(), pgstore.Message{ID: r.Header.Get("Idempotency-Key")})
+		_ = k.deliver(r.Context(), pgstore.OutboxMessage{ID: r.Header.Get("Idempotency-Key")})
 	}))
 	defer recv.Close()
 	defer close(hold)

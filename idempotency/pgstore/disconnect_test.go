@@ -101,7 +101,7 @@ func TestClientDisconnectBetweenWrites(t *testing.T) {
 	_ = res.Body.Close()
 	require.Equal(t, http.StatusCreated, res.StatusCode, "%s", body)
 	assert.Equal(t, "transferred", string(body))
-	assert.Equal(t, "true", res.Header.Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
 	assert.True(t, written(t, s.Pool(), schema, "debit"))
 	assert.True(t, written(t, s.Pool(), schema, "credit"))
 }
@@ -173,7 +173,7 @@ func TestFailedStatementNeverCommitsPartially(t *testing.T) {
 	require.Equal(t, http.StatusCreated, postAs(h, "k", "").Code)
 	assert.True(t, written(t, s.Pool(), schema, "debit"))
 	assert.True(t, written(t, s.Pool(), schema, "credit"))
-	assert.Equal(t, "true", postAs(h, "k", "").Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", postAs(h, "k", "").Header().Get("Idempotent-Replayed"))
 }
 
 // A first statement that cannot even get a connection (a done context, as

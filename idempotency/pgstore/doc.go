@@ -38,7 +38,7 @@
 //
 // An error that every repeat of the call would meet again (a value or a
 // limit the database refuses, a missing table, a failed login) is marked
-// idempotency.Permanent, so the middleware answers it with 500 and no
+// retry.Permanent, so the middleware answers it with 500 and no
 // Retry-After; errors a retry may get past (refused or broken connections,
 // timeouts, serialization failures, too many connections, a shutdown) are
 // left unmarked and answered 503 with Retry-After.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/pgstore"
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,7 @@ func TestLongCallerThroughMiddleware(t *testing.T) {
 	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
 	replay := postAs(h, "k", caller)
 	require.Equal(t, http.StatusCreated, replay.Code)
-	assert.Equal(t, "true", replay.Header().Get(idempotency.ReplayedHeader))
+	assert.Equal(t, "true", replay.Header().Get("Idempotent-Replayed"))
 	// The core API takes a key of any length too.
 	res, err := idempotency.NewRunner(s).Do(context.Background(),
 		idempotency.Request{Caller: caller, Key: randomHex(3 << 10), Fingerprint: "fp"},
@@ -62,11 +63,11 @@ func TestPermanentStoreErrorIsNotRetryable(t *testing.T) {
 	_, err := s.Pool().Exec(context.Background(), "DROP TABLE "+pgx.Identifier{schema, "idempotency_keys"}.Sanitize()+" CASCADE")
 	require.NoError(t, err)
 	_, err = s.Claim(context.Background(), claimReq("k"))
-	require.ErrorIs(t, err, idempotency.ErrPermanent)
+	require.True(t, retry.IsPermanent(err))
 	w := postAs(idempotency.Middleware(idempotency.NewRunner(s), byCallerHeader)(created), "k", "alice")
 	require.Equal(t, http.StatusInternalServerError, w.Code, w.Body.String())
 	assert.Empty(t, w.Header().Get("Retry-After"))
-	assert.Contains(t, w.Body.String(), idempotency.CodeStoreFailed)
+	assert.Contains(t, w.Body.String(), "idempotency_store_failed")
 }
 
 // A store that cannot be reached is a 503 with Retry-After: a retry may work.
@@ -78,7 +79,7 @@ func TestUnreachableStoreIsRetryable(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Claim(context.Background(), claimReq("k"))
 	require.Error(t, err)
-	require.NotErrorIs(t, err, idempotency.ErrPermanent)
+	require.False(t, retry.IsPermanent(err))
 	w := postAs(idempotency.Middleware(idempotency.NewRunner(s), byCallerHeader)(created), "k", "alice")
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, w.Body.String())
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))

@@ -76,12 +76,12 @@ func Example() {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get(idempotency.ReplayedHeader) == "true")
+		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get("Idempotent-Replayed") == "true")
 	}
 
 	// Deliver follow-on messages at least once; the id is stable, so a
 	// consumer deduplicates with key = message id (see Relay).
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		fmt.Println("publish", m.Topic, string(m.Payload))
 		return nil
 	}}
@@ -114,7 +114,7 @@ func ExampleRelay_consumer() {
 	}
 
 	consumer := idempotency.NewRunner(idempotency.NewMemoryStore(nil))
-	deliver := func(ctx context.Context, m pgstore.Message) error {
+	deliver := func(ctx context.Context, m pgstore.OutboxMessage) error {
 		res, err := consumer.Do(ctx, idempotency.Request{Caller: m.Topic, Key: m.ID},
 			func(ctx context.Context, e *idempotency.Execution) ([]byte, error) {
 				fmt.Printf("send the confirmation email for %s\n", m.Payload)
@@ -125,7 +125,7 @@ func ExampleRelay_consumer() {
 		}
 		return err
 	}
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		_ = deliver(ctx, m)    // a delivery whose acknowledgement is lost...
 		return deliver(ctx, m) // ...is delivered again
 	}}

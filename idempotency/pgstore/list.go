@@ -40,7 +40,7 @@ ORDER BY key_hash LIMIT $7`),
 
 // List implements idempotency.Lister. It pages in the order of the primary
 // key (a hash of caller and key), so a page reads at most
-// idempotency.ListScan rows through that index; the cursor is the hash of
+// q.ScanSize() rows through that index; the cursor is the hash of
 // the last row read. Two round trips.
 func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.ListPage, error) {
 	if err := q.Validate(); err != nil {
@@ -58,7 +58,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.
 		now time.Time
 		end []byte
 	)
-	if err := s.pool.QueryRow(ctx, lq.window, after, idempotency.ListScan, s.now()).Scan(&now, &end); err != nil {
+	if err := s.pool.QueryRow(ctx, lq.window, after, q.ScanSize(), s.now()).Scan(&now, &end); err != nil {
 		return idempotency.ListPage{}, fmt.Errorf("pgstore: list: %w", classify(err))
 	}
 	limit := q.PageSize()

@@ -14,8 +14,8 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Message is one outbox message as a Relay delivers it.
-type Message struct {
+// OutboxMessage is one outbox message as a Relay delivers it.
+type OutboxMessage struct {
 	// ID is the message's stable id (a UUID), the same on every delivery:
 	// consumers use it as their idempotency key.
 	ID        string

@@ -22,7 +22,7 @@ type sink struct {
 
 func newSink() *sink { return &sink{got: map[string]int{}} }
 
-func (k *sink) deliver(_ context.Context, m pgstore.Message) error {
+func (k *sink) deliver(_ context.Context, m pgstore.OutboxMessage) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.got[m.ID]++
@@ -84,7 +84,7 @@ func TestRelayDeliversInOrderWithStableIDs(t *testing.T) {
 	ids := enqueue(t, s, 7)
 	k := newSink()
 	var payloads []string
-	r := &pgstore.Relay{Store: s, Batch: 3, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: s, Batch: 3, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		payloads = append(payloads, string(m.Payload))
 		assert.Equal(t, "topic", m.Topic)
 		return k.deliver(ctx, m)
@@ -113,7 +113,7 @@ func TestRelayFailureMidBatch(t *testing.T) {
 	ids := enqueue(t, s, 5)
 	k := newSink()
 	boom := errors.New("downstream unavailable")
-	r := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if m.ID == ids[2] {
 			return boom
 		}
@@ -133,7 +133,7 @@ func TestRelayFailureMidBatch(t *testing.T) {
 
 	// A new relay delivers the rest; the failed message carries its failure count.
 	var sawFailures int
-	r2 := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r2 := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if m.ID == ids[2] {
 			sawFailures = m.Failures
 		}
@@ -155,7 +155,7 @@ func TestRelayPanicMidBatchLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	ids := enqueue(t, s, 4)
 	k := newSink()
-	r := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if m.ID == ids[2] {
 			panic("relay crashed")
 		}
@@ -190,7 +190,7 @@ func TestRelayCancelledMidBatch(t *testing.T) {
 	k := newSink()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: s, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		err := k.deliver(ctx, m)
 		if m.ID == ids[1] {
 			cancel()
@@ -246,7 +246,7 @@ func TestRelayConsumerRunsEachMessageOnce(t *testing.T) {
 		runs = map[string]int{}
 	)
 	consume := func(crashAt string) pgstore.DeliverFunc {
-		return func(ctx context.Context, m pgstore.Message) error {
+		return func(ctx context.Context, m pgstore.OutboxMessage) error {
 			if m.ID == crashAt {
 				panic("relay crashed")
 			}
@@ -281,7 +281,7 @@ func TestRelayParksPoisonMessage(t *testing.T) {
 	ids := enqueue(t, s, 3)
 	k := newSink()
 	poison := errors.New("cannot decode")
-	r := &pgstore.Relay{Store: s, MaxFailures: 2, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: s, MaxFailures: 2, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if m.ID == ids[1] {
 			return poison
 		}
@@ -319,7 +319,7 @@ func TestRelayRecordsAnyErrorText(t *testing.T) {
 	ids := enqueue(t, s, 2)
 	k := newSink()
 	poison := errors.New("receiver said \x00\xff\xfe")
-	r := &pgstore.Relay{Store: s, MaxFailures: 1, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: s, MaxFailures: 1, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if m.ID == ids[0] {
 			return poison
 		}

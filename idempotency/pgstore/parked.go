@@ -9,11 +9,11 @@ import (
 )
 
 // ListParked returns up to limit live parked records (limit <= 0:
-// idempotency.DefaultParkedPage) after (afterCaller, afterKey), by caller
+// 100, the default page) after (afterCaller, afterKey), by caller
 // then key. It reads only the parked rows, through a partial index.
 func (s *Store) ListParked(ctx context.Context, afterCaller, afterKey string, limit int) ([]idempotency.Record, error) {
 	if limit <= 0 {
-		limit = idempotency.DefaultParkedPage
+		limit = idempotency.ListQuery{}.PageSize() // the default page: 100
 	}
 	rows, err := s.pool.Query(ctx, s.q.listParked, []byte(afterCaller), []byte(afterKey), limit, s.now())
 	if err != nil {

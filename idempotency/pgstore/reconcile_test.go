@@ -68,7 +68,7 @@ func TestReconcilerFinishesAfterSIGKILL(t *testing.T) {
 
 	// Another instance, two hours on: the one-hour lease has run out.
 	runner, handler := instance(t, schema, prov.URL, 2*time.Hour)
-	n, err := idempotency.Reconcile(context.Background(), runner, quietConfig())
+	n, err := runner.Reconcile(context.Background(), quietConfig())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	calls, effects := prov.stats()
@@ -104,7 +104,7 @@ func TestReconcilerRunsWhatDiedBeforeAnyStep(t *testing.T) {
 	assert.Equal(t, "started", string(point), "the started mark is saved")
 
 	runner, handler := instance(t, schema, prov.URL, 2*time.Hour)
-	n, err := idempotency.Reconcile(context.Background(), runner, quietConfig())
+	n, err := runner.Reconcile(context.Background(), quietConfig())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	calls, effects := prov.stats()
@@ -139,7 +139,7 @@ func TestReconcilersRaceOnPostgres(t *testing.T) {
 	var resumed atomic.Int32
 	for _, r := range []*idempotency.Runner{a, b} {
 		wg.Go(func() {
-			n, err := idempotency.Reconcile(context.Background(), r, quietConfig())
+			n, err := r.Reconcile(context.Background(), quietConfig())
 			assert.NoError(t, err)
 			resumed.Add(int32(n))
 		})
@@ -197,7 +197,7 @@ func BenchmarkReconcileStalled(b *testing.B) {
 		shift.Advance(time.Second)
 		b.StartTimer()
 		start := time.Now()
-		n, err := idempotency.Reconcile(ctx, runner, quietConfig())
+		n, err := runner.Reconcile(ctx, quietConfig())
 		seconds += time.Since(start).Seconds()
 		require.NoError(b, err)
 		require.Equal(b, stalled, n)

@@ -12,8 +12,8 @@ import (
 
 // DeliverFunc delivers one outbox message. A nil error means delivered; the
 // message may still be delivered again (at least once), always with the same
-// Message.ID, so the receiver deduplicates on it.
-type DeliverFunc func(ctx context.Context, m Message) error
+// OutboxMessage.ID, so the receiver deduplicates on it.
+type DeliverFunc func(ctx context.Context, m OutboxMessage) error
 
 // Relay moves outbox messages to their destination, at least once, in order
 // of enqueueing within each batch. Several relays (on several instances) may
@@ -122,18 +122,18 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 
 // claim locks the next batch of undelivered messages, skipping those another
 // relay holds.
-func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]Message, []int64, error) {
+func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]OutboxMessage, []int64, error) {
 	rows, err := tx.Query(ctx, r.Store.q.claimOutbox, r.batch())
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgstore: relay: claim: %w", err)
 	}
 	var (
-		batch []Message
+		batch []OutboxMessage
 		seqs  []int64
 	)
 	for rows.Next() {
 		var (
-			m   Message
+			m   OutboxMessage
 			seq int64
 			f   int32
 		)

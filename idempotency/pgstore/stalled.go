@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/jackc/pgx/v5"
 )
@@ -28,7 +29,7 @@ const defaultStalledLimit = 1000
 // holds.
 func (s *Store) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
-		return nil, idempotency.Permanent(fmt.Errorf("pgstore: take over stalled: lease %v must be positive", lease))
+		return nil, retry.Permanent(fmt.Errorf("pgstore: take over stalled: lease %v must be positive", lease))
 	}
 	if limit <= 0 {
 		limit = defaultStalledLimit

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -121,7 +122,7 @@ func TestBatchItemFailsAlone(t *testing.T) {
 	assert.NoError(t, results[0].Err)
 	require.Error(t, results[1].Err)
 	assert.Contains(t, results[1].Err.Error(), "two records share a key name")
-	assert.ErrorIs(t, results[1].Err, idempotency.ErrPermanent)
+	assert.True(t, retry.IsPermanent(results[1].Err))
 	assert.Equal(t, forged.Fence(), results[1].Fence)
 	r, err := s.Get(ctx, "alice", "good")
 	require.NoError(t, err)

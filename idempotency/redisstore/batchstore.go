@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -24,7 +25,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 	items := make([]batchItem, len(reqs))
 	for i, req := range reqs {
 		if req.Lease <= 0 || req.TTL <= 0 {
-			return nil, idempotency.Permanent(fmt.Errorf("redisstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
+			return nil, retry.Permanent(fmt.Errorf("redisstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 		}
 		id, shard := recordID(req.Caller, req.Key, len(s.shards))
 		k := s.shards[shard]

@@ -4,18 +4,18 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry"
 	"github.com/redis/go-redis/v9"
 )
 
-// classify marks err with idempotency.Permanent when repeating the call
+// classify marks err with retry.Permanent when repeating the call
 // would fail the same way, so that the Middleware never answers it with a
 // retryable 503. nil stays nil.
 func classify(err error) error {
 	if err == nil || !permanent(err) {
 		return err
 	}
-	return idempotency.Permanent(err)
+	return retry.Permanent(err)
 }
 
 // transientReplies start the error replies of a server that may serve the

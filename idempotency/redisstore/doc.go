@@ -102,7 +102,7 @@
 // LOADING, BUSY, READONLY, CLUSTERDOWN, TRYAGAIN, OOM, ...) are left as they
 // are, so the Middleware answers 503 with Retry-After; errors every retry
 // would meet again (a script error, a key of the wrong type) are marked
-// idempotency.Permanent, answered 500.
+// retry.Permanent, answered 500.
 //
 // # Tests
 //

@@ -65,7 +65,7 @@ func (s *Store) parseListCursor(v string) (listCursor, error) {
 // List implements idempotency.Lister. It walks each shard's expiry set
 // (every record of the shard) with ZSCAN, a batch at a time, reads the
 // records of a batch with one script, and stops once the page is full or
-// it read idempotency.ListScan records: a page never reads the whole
+// it read q.ScanSize() records: a page never reads the whole
 // store. As with SCAN, a record may be listed twice while the sets grow or
 // shrink.
 func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.ListPage, error) {
@@ -78,7 +78,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) (idempotency.
 	}
 	limit := q.PageSize()
 	var page idempotency.ListPage
-	for scanned := 0; cur.shard < len(s.shards) && scanned < idempotency.ListScan; {
+	for scanned := 0; cur.shard < len(s.shards) && scanned < q.ScanSize(); {
 		k := s.shards[cur.shard]
 		members, next, err := s.rdb.ZScan(ctx, k.exp, cur.zscan, "", listBatch).Result()
 		if err != nil {

@@ -1,10 +1,10 @@
 package redisstore_test
 
 import (
-	"errors"
 	"net"
 	"testing"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/exactlyonce/retry/idempotency/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -38,7 +38,7 @@ func TestErrorsAreClassified(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	_, err := s.Claim(t.Context(), idempotency.ClaimRequest{Key: "k"})
-	assert.ErrorIs(t, err, idempotency.ErrPermanent)
+	assert.True(t, retry.IsPermanent(err))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -50,5 +50,5 @@ func TestErrorsAreClassified(t *testing.T) {
 	require.NoError(t, err)
 	_, err = down.Claim(t.Context(), claimReq("k"))
 	require.Error(t, err)
-	assert.False(t, errors.Is(err, idempotency.ErrPermanent), "%v", err)
+	assert.False(t, retry.IsPermanent(err), "%v", err)
 }

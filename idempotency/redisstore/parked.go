@@ -10,13 +10,13 @@ import (
 )
 
 // ListParked returns up to limit live parked records (limit <= 0:
-// idempotency.DefaultParkedPage) after (afterCaller, afterKey), by caller
+// 100, the default page) after (afterCaller, afterKey), by caller
 // then key, byte-wise. It reads only the parked sets (ordered by caller and
 // key in each shard) and the records they name, merging the shards; it
 // changes nothing.
 func (s *Store) ListParked(ctx context.Context, afterCaller, afterKey string, limit int) ([]idempotency.Record, error) {
 	if limit <= 0 {
-		limit = idempotency.DefaultParkedPage
+		limit = idempotency.ListQuery{}.PageSize() // the default page: 100
 	}
 	type shardCursor struct {
 		after string // exclusive lower bound of the next read

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 )
 
@@ -37,7 +38,7 @@ const defaultStalledScan = 1000
 // taken over.
 func (s *Store) TakeOverStalled(ctx context.Context, caller string, limit int, lease time.Duration) ([]idempotency.Record, error) {
 	if lease <= 0 {
-		return nil, idempotency.Permanent(fmt.Errorf("redisstore: take over stalled: lease %v must be positive", lease))
+		return nil, retry.Permanent(fmt.Errorf("redisstore: take over stalled: lease %v must be positive", lease))
 	}
 	if limit <= 0 {
 		limit = defaultStalledLimit

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/redis/go-redis/v9"
 )
@@ -77,7 +78,7 @@ func (s *Store) at(caller, key string) (string, shardKeys) {
 // expiry computed from the Redis clock.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
-		return idempotency.Claim{}, idempotency.Permanent(fmt.Errorf("redisstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
+		return idempotency.Claim{}, retry.Permanent(fmt.Errorf("redisstore: claim: lease %v and ttl %v must be positive", req.Lease, req.TTL))
 	}
 	id, k := s.at(req.Caller, req.Key)
 	hasResume := "0"

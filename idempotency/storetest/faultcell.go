@@ -208,7 +208,7 @@ func (r *faultRun) finish(reconcile bool) {
 		quiet := idempotency.ReconcilerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		var errs []error
 		for range faultTries {
-			_, err := idempotency.Reconcile(ctx, r.runner, quiet)
+			_, err := r.runner.Reconcile(ctx, quiet)
 			if err == nil {
 				errs = nil
 				break

@@ -17,6 +17,10 @@ import (
 // after page with no record twice or missing; a page never exceeds its
 // limit; bad queries and cursors get ErrInvalidList; and listing changes
 // nothing.
+// maxListPage is the largest page a Lister returns (ListQuery.Limit: 1 to
+// 500).
+const maxListPage = 500
+
 func RunLister(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -54,7 +58,7 @@ func listAll(t *testing.T, l idempotency.Lister, q idempotency.ListQuery) []stri
 		}
 		for _, r := range p.Records {
 			n := r.Caller + "/" + r.Key
-			if got := idempotency.StateOf(r, p.Now); got != q.State {
+			if got := r.ListState(p.Now); got != q.State {
 				t.Fatalf("List of %v returned %s, which is %v", q.State, n, got)
 			}
 			if !seen[n] {
@@ -109,7 +113,7 @@ func names(prefix string, n int) []string {
 
 // Every state lists exactly its live records; expired ones are never listed.
 func testListByState(t *testing.T, h Harness, l idempotency.Lister) {
-	for _, st := range idempotency.ListStates {
+	for _, st := range []idempotency.ListState{idempotency.ListInProgress, idempotency.ListStalled, idempotency.ListParked, idempotency.ListCompleted} {
 		if got := listAll(t, l, idempotency.ListQuery{State: st}); len(got) != 0 {
 			t.Fatalf("an empty store lists %v: %q", st, got)
 		}
@@ -189,7 +193,7 @@ func testListPaging(t *testing.T, h Harness, l idempotency.Lister) {
 	for i := range n {
 		want[i] = fmt.Sprintf("c/k%02d", i)
 	}
-	for _, limit := range []int{1, 7, 56, 57, 58, idempotency.MaxListPage} {
+	for _, limit := range []int{1, 7, 56, 57, 58, maxListPage} {
 		got := listAll(t, l, idempotency.ListQuery{State: idempotency.ListCompleted, Limit: limit})
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Fatalf("paging by %d found %d records %q", limit, len(got), got)
@@ -203,7 +207,7 @@ func testListInvalid(t *testing.T, _ Harness, l idempotency.Lister) {
 		{},
 		{State: idempotency.ListCompleted + 1},
 		{State: idempotency.ListParked, Limit: -1},
-		{State: idempotency.ListParked, Limit: idempotency.MaxListPage + 1},
+		{State: idempotency.ListParked, Limit: maxListPage + 1},
 		{State: idempotency.ListParked, Cursor: "not a cursor!"},
 		{State: idempotency.ListParked, Cursor: "\x00\xff"},
 	} {
@@ -217,7 +221,7 @@ func testListInvalid(t *testing.T, _ Harness, l idempotency.Lister) {
 // are all found, page after page, each page within its limit.
 func testListPastScanWindow(t *testing.T, h Harness, l idempotency.Lister) {
 	ctx := context.Background()
-	n := idempotency.ListScan + 40
+	n := idempotency.ListQuery{}.ScanSize() + 40
 	for i := range n {
 		d := claim(t, h.Store, claimReq("c", fmt.Sprintf("done-%05d", i), "fp"), idempotency.ClaimCreated)
 		noErr(t, "Complete", h.Store.Complete(ctx, fence(d), nil))
@@ -230,7 +234,7 @@ func testListPastScanWindow(t *testing.T, h Harness, l idempotency.Lister) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("List of parked among %d records found %q, want %q", n, got, want)
 	}
-	if got := listAll(t, l, idempotency.ListQuery{State: idempotency.ListCompleted, Limit: idempotency.MaxListPage}); len(got) != n {
+	if got := listAll(t, l, idempotency.ListQuery{State: idempotency.ListCompleted, Limit: maxListPage}); len(got) != n {
 		t.Fatalf("List of completed found %d records, want %d", len(got), n)
 	}
 }

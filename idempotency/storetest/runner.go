@@ -96,7 +96,7 @@ func testReconciler(t *testing.T, h Harness) {
 		wantErr(t, "Do of a crashing work", err, errCrash)
 	}
 	h.Advance(slack)
-	n, err := idempotency.Reconcile(ctx, runner, quiet)
+	n, err := runner.Reconcile(ctx, quiet)
 	noErr(t, "Reconcile", err)
 	if n != 3 || charges.Load() != 3 {
 		t.Fatalf("Reconcile resumed %d executions, with %d charges in all; want 3 and 3 (each step's result kept)", n, charges.Load())
@@ -118,7 +118,7 @@ func testReconciler(t *testing.T, h Harness) {
 		})
 	wantErr(t, "Do of a crashing work", err, errCrash)
 	h.Advance(slack)
-	n, err = idempotency.Reconcile(ctx, other, quiet)
+	n, err = other.Reconcile(ctx, quiet)
 	noErr(t, "Reconcile", err)
 	parked, err := h.Store.ListParked(ctx, "", "", 0)
 	noErr(t, "ListParked", err)
@@ -153,7 +153,7 @@ func testSweepersRaceClaims(t *testing.T, h Harness) {
 	)
 	for range 3 {
 		wg.Go(func() {
-			n, err := idempotency.Sweep(ctx, h.Store, 16)
+			n, err := idempotency.SweeperConfig{Batch: 16}.Sweep(ctx, h.Store)
 			if err != nil {
 				t.Errorf("Sweep: %v", err)
 			}

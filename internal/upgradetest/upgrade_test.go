@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -138,9 +139,9 @@ func extract(t *testing.T, root, dst string) {
 }
 
 // build runs go build in dir (with that tree's own go.work or go.mod).
-func build(t *testing.T, dir, out, pkg string) {
+func build(t *testing.T, dir, out, pkg string, flags ...string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOWORK=")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -148,9 +149,10 @@ func build(t *testing.T, dir, out, pkg string) {
 	}
 }
 
-// buildOld copies the driver (main.go, roll.go and the store's file, not
+// buildOld copies the driver (main.go, roll.go, the store's file and the
+// old names of compat_old.go and the store's <store>_old.go, if any; not
 // marked.go: the old API has no Request.StartedAtClaim) into the old tree's
-// store module and builds it there.
+// store module and builds it there with the tag upgradeold.
 func buildOld(t *testing.T, oldTree, store, out string) string {
 	t.Helper()
 	mod := filepath.Join(oldTree, "idempotency", storeModule[store])
@@ -158,8 +160,11 @@ func buildOld(t *testing.T, oldTree, store, out string) string {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"main.go", "roll.go", store + ".go"} {
+	for _, f := range []string{"main.go", "roll.go", store + ".go", "compat_old.go", store + "_old.go"} {
 		b, err := os.ReadFile(filepath.Join("driver", f))
+		if errors.Is(err, fs.ErrNotExist) && f == store+"_old.go" {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +172,7 @@ func buildOld(t *testing.T, oldTree, store, out string) string {
 			t.Fatal(err)
 		}
 	}
-	build(t, mod, out, "./upgradedriver")
+	build(t, mod, out, "./upgradedriver", "-tags", "upgradeold")
 	return out
 }
 

@@ -93,7 +93,7 @@ func relayChild(schema, stream string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		if err := natsconsumer.Publish(ctx, js, m.ID, stream+"."+m.Topic, m.Payload); err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func TestOutboxRelayKilledBetweenPublishAndMark(t *testing.T) {
 
 	// The next relay finds the row unsent and publishes it again.
 	var published atomic.Int32
-	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	relay := &pgstore.Relay{Store: store, Deliver: func(ctx context.Context, m pgstore.OutboxMessage) error {
 		published.Add(1)
 		return natsconsumer.Publish(ctx, js, m.ID, stream+"."+m.Topic, m.Payload)
 	}}

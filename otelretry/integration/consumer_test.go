@@ -94,8 +94,8 @@ func TestConsumerMetrics(t *testing.T) {
 		require.ErrorIs(t, <-errc, context.Canceled)
 
 		ship := otelretry.AttrConsumer.String("ship")
-		for out, want := range map[consumer.Outcome]int64{consumer.OutcomeExecuted: 1, consumer.OutcomeTerminated: 1,
-			consumer.OutcomeRetried: 1, consumer.OutcomeReplayed: 0} {
+		for out, want := range map[consumer.DeliveryOutcome]int64{consumer.DeliveryExecuted: 1, consumer.DeliveryTerminated: 1,
+			consumer.DeliveryRetried: 1, consumer.DeliveryReplayed: 0} {
 			assert.Equal(t, want, h.count(t, otelretry.MetricConsumerDeliveries, ship, otelretry.AttrConsumerOutcome.String(string(out))), out)
 		}
 		n, sum := h.histogram(t, otelretry.MetricConsumerHandlerDuration, ship, otelretry.AttrOutcome.String("success"))

@@ -96,7 +96,7 @@ func (w *world) move(a *actor) {
 	case reconciler:
 		w.logf("move %s: reconcile", a.name)
 		go func() {
-			n, err := idempotency.Reconcile(ctx, a.runner, idempotency.ReconcilerConfig{
+			n, err := a.runner.Reconcile(ctx, idempotency.ReconcilerConfig{
 				Batch: 1, MaxAttempts: maxAttempts, Clock: a.clock, Logger: w.logger,
 			})
 			if !a.crashed.Load() {

@@ -2,7 +2,10 @@
 // idempotency packages: the test builds it from this checkout and, with the
 // same main.go and the one store's file copied into an older tree, from
 // that version, and runs both against one database. Its source uses only
-// the API every tested version has, so it compiles against each of them.
+// the API every tested version has, so it compiles against each of them;
+// the few calls whose names changed go through compat_new.go (this
+// checkout) or compat_old.go and <store>_old.go (tag upgradeold: the old
+// version's names).
 //
 // Keys are named <generation>.<state>.<path>.<n>: path h is served through
 // the Middleware (with WithResume), path w through Runner.Do with the
@@ -460,7 +463,7 @@ func serve(ctx context.Context, b backend, rep *Report) error {
 	// leases run out a second after the seed's claims at most).
 	cfg := idempotency.ReconcilerConfig{MaxAttempts: 100}
 	for deadline := time.Now().Add(20 * time.Second); len(stalled) > 0; {
-		n, err := idempotency.Reconcile(ctx, s.runner, cfg)
+		n, err := reconcile(ctx, s.runner, cfg)
 		if err != nil {
 			return fmt.Errorf("reconcile: %w", err)
 		}

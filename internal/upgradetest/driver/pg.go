@@ -103,7 +103,7 @@ func (b *pgBackend) Effect(ctx context.Context, key, body string) (string, error
 }
 
 func (b *pgBackend) Relay(ctx context.Context) (int, error) {
-	r := &pgstore.Relay{Store: b.store, Deliver: func(ctx context.Context, m pgstore.Message) error {
+	r := &pgstore.Relay{Store: b.store, Deliver: func(ctx context.Context, m outboxMessage) error {
 		_, err := b.pool.Exec(ctx, `INSERT INTO `+b.ident+`.upgrade_deliveries (id, payload) VALUES ($1, $2)`, m.ID, string(m.Payload))
 		return err
 	}}
