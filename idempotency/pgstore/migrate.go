@@ -41,10 +41,11 @@ type Beginner interface {
 // transaction holding an advisory lock, so every instance may call it at
 // start-up at the same time. On an up-to-date schema it changes nothing
 // and takes no table lock, so it may run beside instances that serve. A Store never creates its tables by itself:
-// call Migrate (or apply SchemaSQL) before using it.
+// call Migrate (or apply SchemaSQL) before using it. An empty schema is
+// DefaultSchema, the one New uses without WithSchema.
 func Migrate(ctx context.Context, db Beginner, schema string) error {
 	if schema == "" {
-		return fmt.Errorf("pgstore: migrate: empty schema name")
+		schema = DefaultSchema
 	}
 	tx, err := db.Begin(ctx)
 	if err != nil {

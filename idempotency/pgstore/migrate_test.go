@@ -208,3 +208,19 @@ func TestMigrateUpgradesToKeyHash(t *testing.T) {
 		WHERE conrelid = $1::regclass AND contype = 'p'`, keys).Scan(&pk))
 	assert.Equal(t, "PRIMARY KEY (key_hash)", pk)
 }
+
+// An empty schema name is the default schema, the one New uses without
+// WithSchema: the simplest setup is Migrate(ctx, pool, "") and New(pool).
+func TestMigrateEmptySchemaIsTheDefault(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ctx := context.Background()
+	require.NoError(t, pgstore.Migrate(ctx, pool, ""))
+	var found bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgstore.DefaultSchema+".idempotency_keys").Scan(&found))
+	assert.True(t, found, "no table in the default schema")
+	store, err := pgstore.New(pool)
+	require.NoError(t, err)
+	_, err = store.Get(ctx, "caller", "no-such-key")
+	assert.ErrorIs(t, err, idempotency.ErrNotFound)
+}
