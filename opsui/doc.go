@@ -9,7 +9,7 @@
 // or discarded and a stalled one resumed at once.
 //
 // Safe by default: the handler refuses every request until it is given an
-// Options.Authorize function, which it asks separately for viewing and for
+// Config.Authorize function, which it asks separately for viewing and for
 // each action; actions are POSTs refused when they come from another
 // origin (http.CrossOriginProtection); nothing renders a stored body or
 // header value unredacted. Bad input (an invalid escape, an over-long key,
@@ -22,7 +22,7 @@
 //
 // Mounting it takes three lines:
 //
-//	ui := opsui.New(opsui.Options{Runner: runner, Authorize: allowOperators})
+//	ui := opsui.New(opsui.Config{Runner: runner, Authorize: allowOperators})
 //	mux.Handle(opsui.DefaultPath+"/", ui)
 //	log.Printf("operator page on http://%s%s/", addr, opsui.DefaultPath)
 package opsui

@@ -21,7 +21,7 @@ func Example_mount() {
 	)
 	allowOperators := func(r *http.Request, a opsui.Action) error { return errors.New("not an operator") }
 
-	ui := opsui.New(opsui.Options{Runner: runner, Authorize: allowOperators, Clients: []opsui.Client{opsui.TransportClient("payments", tr)}})
+	ui := opsui.New(opsui.Config{Runner: runner, Authorize: allowOperators, Clients: []opsui.Client{opsui.TransportClient("payments", tr)}})
 	mux.Handle(opsui.DefaultPath+"/", ui) // /debug/exactlyonce/
 	log.Printf("operator page: http://%s%s/", addr, opsui.DefaultPath)
 }

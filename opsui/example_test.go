@@ -21,7 +21,7 @@ func ExampleNew() {
 		})
 
 	mux := http.NewServeMux()
-	mux.Handle(opsui.DefaultPath+"/", opsui.New(opsui.Options{
+	mux.Handle(opsui.DefaultPath+"/", opsui.New(opsui.Config{
 		Runner: runner,
 		// Who may look, and who may act: here everyone may look, nobody act.
 		Authorize: func(r *http.Request, a opsui.Action) error {

@@ -25,7 +25,7 @@ func FuzzQuery(f *testing.F) {
 	for _, k := range []string{"order-1", "order-2", "order-3"} {
 		w.complete(f, "shop", k)
 	}
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	f.Fuzz(func(t *testing.T, raw string) {
 		for _, path := range []string{"/executions", "/execution", "/"} {
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -57,7 +57,7 @@ func FuzzKeyRoundTrip(f *testing.F) {
 		f.Add(k)
 	}
 	w := newWorld(f)
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	f.Fuzz(func(t *testing.T, key string) {
 		if key == "" || len(key) > 8<<10 {
 			t.Skip("not a key the page takes")

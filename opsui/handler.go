@@ -23,7 +23,7 @@ const maxForm = 32 << 10
 // Handler is the operator's page. Create it with New; it is safe for
 // concurrent use.
 type Handler struct {
-	opts    Options
+	opts    Config
 	base    string
 	sampler *sampler
 	acts    http.Handler
@@ -31,7 +31,7 @@ type Handler struct {
 
 // New returns the page's Handler. It refuses every request (403) while
 // opts.Authorize is nil.
-func New(opts Options) *Handler {
+func New(opts Config) *Handler {
 	if opts.Path == "" {
 		opts.Path = DefaultPath
 	}
@@ -115,7 +115,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorize asks Options.Authorize whether r may do a.
+// authorize asks Config.Authorize whether r may do a.
 func (h *Handler) authorize(r *http.Request, a Action) error {
 	if h.opts.Authorize == nil {
 		return problem(http.StatusForbidden, CodeUnauthorized, "the page has no Authorize function: it refuses every request")

@@ -20,7 +20,7 @@ const base = opsui.DefaultPath
 func TestRefusesEverythingWithoutAuthorize(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order-1")
-	h := w.page(opsui.Options{})
+	h := w.page(opsui.Config{})
 	for _, target := range []string{base + "/", base + "/executions?state=parked", base + "/execution?caller=shop&key=order-1", base + "/executions?format=json"} {
 		p := requireProblem(t, get(h, target, "application/json"), http.StatusForbidden, opsui.CodeUnauthorized)
 		assert.Contains(t, p.Detail, "no Authorize function")
@@ -39,7 +39,7 @@ func TestViewerMayNotAct(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order-1")
 	var asked []opsui.Action
-	h := w.page(opsui.Options{Authorize: func(r *http.Request, a opsui.Action) error {
+	h := w.page(opsui.Config{Authorize: func(r *http.Request, a opsui.Action) error {
 		asked = append(asked, a)
 		if a != opsui.ActionView {
 			return errors.New("viewers only")
@@ -63,7 +63,7 @@ func TestListsExecutionsByState(t *testing.T) {
 	w.stall(t, "order-2")
 	w.complete(t, "shop", "order-3")
 	w.complete(t, "bank", "order-4")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	for state, want := range map[string][]string{
 		"parked": {"order-1"}, "stalled": {"order-2"}, "completed": {"order-3", "order-4"}, "in_progress": nil,
 	} {
@@ -99,7 +99,7 @@ func TestPagesThroughExecutions(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		w.complete(t, "shop", k)
 	}
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	var keys []string
 	next := base + "/executions?state=completed&limit=2"
 	for next != "" {
@@ -116,7 +116,7 @@ func TestPagesThroughExecutions(t *testing.T) {
 // Bad input gets a 400 problem, never a panic or a store query.
 func TestBadInputIsA400Problem(t *testing.T) {
 	w := newWorld(t)
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	for _, target := range []string{
 		"/executions?state=zombie",
 		"/executions?limit=1000000",
@@ -155,7 +155,7 @@ func TestBadInputIsA400Problem(t *testing.T) {
 func TestDetailRedacts(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order-1")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	d := decode[opsui.Detail](t, get(h, base+"/execution?format=json&caller=shop&key=order-1", ""))
 	assert.Equal(t, "parked", d.State)
 	assert.Equal(t, "ledger", d.Work)
@@ -182,7 +182,7 @@ func TestActions(t *testing.T) {
 	w.park(t, "order-1")
 	w.park(t, "order-2")
 	w.stall(t, "order-3")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 
 	res := decode[opsui.ActionResult](t, post(h, "retry", "shop", "order-1", map[string]string{"Accept": "application/json"}))
 	require.NotNil(t, res.Execution)
@@ -213,7 +213,7 @@ func TestActions(t *testing.T) {
 func TestCrossOriginActionRefused(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order-1")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	for _, hdr := range []map[string]string{
 		{"Sec-Fetch-Site": "cross-site"},
 		{"Origin": "https://evil.example", "Host": "example.com"},
@@ -232,7 +232,7 @@ func TestOverviewShowsClients(t *testing.T) {
 	w := newWorld(t)
 	stats := retry.DependencyStats{Name: "ledger.internal", State: "up"}
 	budget := retry.NewBudget(0.1, 1, 10)
-	h := w.page(opsui.Options{
+	h := w.page(opsui.Config{
 		Authorize: allowAll,
 		Clock:     w.clock,
 		Clients: []opsui.Client{{Name: "payments", Budget: budget,

@@ -97,7 +97,7 @@ func (w *world) complete(t testing.TB, caller, key string) {
 
 func allowAll(*http.Request, opsui.Action) error { return nil }
 
-func (w *world) page(opts opsui.Options) *opsui.Handler {
+func (w *world) page(opts opsui.Config) *opsui.Handler {
 	opts.Runner = w.runner
 	return opsui.New(opts)
 }

@@ -57,7 +57,7 @@ func TestAnyStoredKeyIsActionable(t *testing.T) {
 	for _, k := range hostileKeys {
 		w.park(t, k)
 	}
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 
 	l := decode[opsui.List](t, get(h, base+"/executions?format=json&state=parked&limit=500", ""))
 	require.Len(t, l.Executions, len(hostileKeys))
@@ -114,7 +114,7 @@ func TestActionFormTakesAnyKey(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order 42")
 	w.park(t, "objednávka-7")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	res := decode[opsui.ActionResult](t, post(h, "retry", "shop", "order 42", map[string]string{"Accept": "application/json"}))
 	require.NotNil(t, res.Execution)
 	assert.Equal(t, "completed", res.Execution.State)
@@ -130,7 +130,7 @@ func TestActionFormTakesAnyKey(t *testing.T) {
 func TestMalformedKeyIsA400(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order-1")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	for _, q := range []string{
 		"caller=shop", "caller=shop&key=", "caller=shop&key=%zz", "caller=%zz&key=order-1", "caller=shop&key=a%",
 		"caller=shop&key=a&key=b", "caller=shop&caller=bank&key=order-1", "caller=shop;key=order-1",

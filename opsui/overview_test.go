@@ -16,7 +16,7 @@ func TestOverviewShowsParkedAndStalled(t *testing.T) {
 	w.park(t, "order-1")
 	w.stall(t, "order-2")
 	w.complete(t, "shop", "order-3")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	o := decode[opsui.Overview](t, get(h, base+"/?format=json", ""))
 	require.Len(t, o.Attention, 2)
 	assert.Equal(t, "order-1", o.Attention[0].Key)

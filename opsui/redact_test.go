@@ -35,7 +35,7 @@ func TestStoredResponseRedacted(t *testing.T) {
 	api.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusCreated, rec.Code)
 
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	d := decode[opsui.Detail](t, get(h, base+"/execution?format=json&caller=shop&key=charge-1", ""))
 	require.NotNil(t, d.Outcome)
 	assert.Equal(t, http.StatusCreated, d.Outcome.Status)
@@ -58,7 +58,7 @@ func TestStoredResponseRedacted(t *testing.T) {
 func TestRedactText(t *testing.T) {
 	w := newWorld(t)
 	w.park(t, "order-1")
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	d := decode[opsui.Detail](t, get(h, base+"/execution?format=json&caller=shop&key=order-1", ""))
 	assert.NotContains(t, d.LastError, "sk_live_abc123")
 	assert.Contains(t, d.LastError, "[redacted]")
@@ -98,7 +98,7 @@ func TestRedactsJSONInsideStrings(t *testing.T) {
 	w.parkWithStep(t, "depth-2", []byte(depth2))
 	w.parkWithStep(t, "depth-3", []byte(depth3))
 	w.parkWithStep(t, "string", []byte(whole))
-	h := w.page(opsui.Options{Authorize: allowAll})
+	h := w.page(opsui.Config{Authorize: allowAll})
 	for key, shown := range map[string][]string{
 		"depth-2": {`"status":200`, `\"scope\":\"read\"`, `\"access_token\":\"[redacted]\"`},
 		"depth-3": {`"status":200`, `\"ok\":true`, `\\\"user\\\":\\\"ana\\\"`, `\\\"password\\\":\\\"[redacted]\\\"`},

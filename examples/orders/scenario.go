@@ -270,7 +270,7 @@ func (s *scenario) show() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var opts opsui.Options
+	var opts opsui.Config
 	for _, inst := range s.instances {
 		if inst.consumer == nil {
 			continue

@@ -157,7 +157,7 @@ func (d *deployment) start(ctx context.Context, ln net.Listener, reconcile bool)
 	d.runner = runner
 	page, clients := d.page, d.pageClients
 	d.mu.Unlock()
-	page.Show(opsui.Options{Runner: runner, Clients: clients})
+	page.Show(opsui.Config{Runner: runner, Clients: clients})
 	return inst, nil
 }
 
@@ -168,7 +168,7 @@ func (d *deployment) show(page *opspage.Page, clients []opsui.Client) {
 	d.page, d.pageClients = page, clients
 	runner := d.runner
 	d.mu.Unlock()
-	page.Show(opsui.Options{Runner: runner, Clients: clients})
+	page.Show(opsui.Config{Runner: runner, Clients: clients})
 }
 
 // observer counts the executions finished after a takeover, by a

@@ -158,7 +158,7 @@ func newService(t *testing.T, sc storeCase, pageClock clock.Clock) *service {
 	t.Cleanup(s.tr.CloseIdleConnections)
 
 	mux := http.NewServeMux()
-	mux.Handle(opsui.DefaultPath+"/", opsui.New(opsui.Options{
+	mux.Handle(opsui.DefaultPath+"/", opsui.New(opsui.Config{
 		Runner:    s.runner,
 		Authorize: func(*http.Request, opsui.Action) error { return nil },
 		Clients:   []opsui.Client{opsui.TransportClient("payments", s.tr)},

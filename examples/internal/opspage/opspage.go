@@ -47,7 +47,7 @@ func Start(w io.Writer) (*Page, error) {
 
 // Show makes the page show what opts name; requests come only from this
 // machine (the page listens on loopback), so every one may view and act.
-func (p *Page) Show(opts opsui.Options) {
+func (p *Page) Show(opts opsui.Config) {
 	if p == nil {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 // DefaultPath is where a service usually mounts the page.
 const DefaultPath = "/debug/exactlyonce"
 
-// Action is what a request to the page wants to do; Options.Authorize is
+// Action is what a request to the page wants to do; Config.Authorize is
 // asked for each.
 type Action int
 
@@ -44,8 +44,9 @@ func (a Action) String() string {
 	}
 }
 
-// Options configure a Handler.
-type Options struct {
+// Config configures a Handler: Authorize is required, its other zero
+// fields take the defaults.
+type Config struct {
 	// Authorize decides whether r may do a; a non-nil error refuses it
 	// with 403 and the error's text. Required: without it every request is
 	// refused. It is asked once per request, with ActionView for every GET
