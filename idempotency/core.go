@@ -479,8 +479,11 @@ func (r *Runner) execute(ctx context.Context, c Claim, claimed time.Time, work W
 		r.abandon(bg, e)
 		return Result{}, fmt.Errorf("idempotency: a recovery point was not saved, so nothing was stored: %w", stepErr)
 	case werr == nil:
-		if tx != nil && r.group != nil && untouched(tx) {
+		if _, inBatch := begin.(batchBegin); tx != nil && r.group != nil && !inBatch && untouched(tx) {
 			// Nothing to commit with it: the outcome goes with others'.
+			// (A batch's member is left to its batch, which keeps such
+			// an outcome for its next Commit: taken away, the batch would
+			// never report it, and its caller would run it again.)
 			_ = tx.Rollback(bg)
 			tx = nil
 		}

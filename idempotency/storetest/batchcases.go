@@ -372,3 +372,43 @@ func testBatchClaimRace(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testBatchRunnerCommitsUntouched: through a Runner's Batch, an execution
+// whose work wrote nothing locally has its outcome stored by the batch's
+// Commit, which reports it: a consumer waits for that report, and runs the
+// message again when the Commit does not name it.
+func testBatchRunnerCommitsUntouched(t *testing.T, h Harness) {
+	batchStore(t, h)
+	ctx := context.Background()
+	runner := idempotency.NewRunner(h.Store)
+	reqs := []idempotency.Request{
+		{Caller: "tenant", Key: "untouched-1", Fingerprint: "fp"},
+		{Caller: "tenant", Key: "untouched-2", Fingerprint: "fp"},
+	}
+	b, err := runner.StartBatch(ctx, reqs)
+	noErr(t, "StartBatch", err)
+	defer func() { _ = b.Close(ctx) }()
+	for i := range reqs {
+		res, err := b.Do(ctx, i, func(context.Context, *idempotency.Execution) ([]byte, error) {
+			return []byte("done"), nil
+		})
+		noErr(t, "Batch.Do", err)
+		if res.Replayed {
+			t.Fatalf("request %d replayed on its first run", i)
+		}
+	}
+	results := b.Commit(ctx)
+	for i, req := range reqs {
+		err, ok := results[i]
+		if !ok {
+			t.Errorf("Commit did not report request %d: its caller would run it again", i)
+			continue
+		}
+		noErr(t, "the committed outcome", err)
+		rec, err := h.Store.Get(ctx, req.Caller, req.Key)
+		noErr(t, "Get", err)
+		if rec.State != idempotency.StateCompleted || string(rec.Response) != "done" {
+			t.Errorf("request %d: %v with %q after the Commit, want completed with %q", i, rec.State, rec.Response, "done")
+		}
+	}
+}

@@ -204,4 +204,5 @@ var cases = []struct {
 	{"BatchClose", testBatchClose},
 	{"BatchFailedStatement", testBatchFailedStatement},
 	{"BatchLastClaimMarks", testBatchLastClaimMarks},
+	{"BatchRunnerCommitsUntouched", testBatchRunnerCommitsUntouched},
 }
