@@ -105,31 +105,29 @@ func (b *pgBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 		attempts[i], generations[i] = c.f.Attempt, c.f.Generation
 	}
 	stored := make(map[recordKey]bool, n)
+	completeArgs := []any{callers, keys, attempts, responses, generations, b.s.now()}
+	readInto := func(rows pgx.Rows) error { return readStored(rows, nil, stored) }
 	var err error
 	if b.conn == nil {
-		// One statement, committed on its own.
-		rows, qerr := b.s.pool.Query(ctx, b.s.bq.complete, callers, keys, attempts, responses, generations, b.s.now())
-		err = readStored(rows, qerr, stored)
+		// One statement, in a transaction of its own.
+		var conn *pgxpool.Conn
+		if conn, err = b.s.pool.Acquire(ctx); err == nil {
+			err = queryAndCommit(ctx, conn, []string{"BEGIN"}, b.s.bq.complete, completeArgs, readInto)
+			conn.Release()
+		}
 	} else {
 		// The members' savepoints are in the transaction: the update and
 		// COMMIT in one round trip.
-		q := &pgx.Batch{}
 		if n > 0 {
-			q.Queue(b.s.bq.complete, callers, keys, attempts, responses, generations, b.s.now())
+			err = queryAndCommit(ctx, b.conn, nil, b.s.bq.complete, completeArgs, readInto)
+		} else {
+			var tag pgconn.CommandTag
+			if tag, err = b.conn.Exec(ctx, "COMMIT"); err == nil && tag.String() == "ROLLBACK" {
+				err = pgx.ErrTxCommitRollback
+			}
 		}
-		q.Queue("COMMIT")
-		br := b.conn.SendBatch(ctx, q)
-		if n > 0 {
-			rows, qerr := br.Query()
-			err = readStored(rows, qerr, stored)
-		}
-		var commit pgconn.CommandTag
-		if err == nil {
-			commit, err = br.Exec()
-		}
-		err = errors.Join(err, br.Close())
-		if err == nil && commit.String() == "ROLLBACK" {
-			err = fmt.Errorf("%w: %w", idempotency.ErrTxFailed, pgx.ErrTxCommitRollback)
+		if errors.Is(err, pgx.ErrTxCommitRollback) {
+			err = fmt.Errorf("%w: %w", idempotency.ErrTxFailed, err)
 		}
 		b.end(ctx, err != nil)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ClaimBatch claims every request as Claim does, all in one statement
@@ -121,47 +120,14 @@ func generationMask() int64 {
 // the write-ahead log to reach the disk (synchronous_commit off): see
 // ClaimBatch.
 func (s *Store) claimAll(ctx context.Context, durable bool, args []any, read func(pgx.Rows) error) error {
-	if durable {
-		rows, err := s.pool.Query(ctx, s.bq.claim, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		return read(rows)
-	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	q := &pgx.Batch{}
-	q.Queue("BEGIN")
-	q.Queue("SET LOCAL synchronous_commit TO off")
-	q.Queue(s.bq.claim, args...)
-	q.Queue("COMMIT")
-	br := conn.SendBatch(ctx, q)
-	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
+	begin := []string{"BEGIN", "SET LOCAL synchronous_commit TO off"}
+	if durable {
+		begin = begin[:1]
 	}
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			err = read(rows)
-			rows.Close()
-			err = errors.Join(err, rows.Err())
-		}
-	}
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
-	err = errors.Join(err, br.Close())
-	if err == nil && tag.String() == "ROLLBACK" {
-		err = pgx.ErrTxCommitRollback
-	}
-	if conn.Conn().PgConn().TxStatus() != 'I' {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-	}
-	return err
+	return queryAndCommit(ctx, conn, begin, s.bq.claim, args, read)
 }

@@ -4,7 +4,7 @@
 //
 // Usage, from the bench directory:
 //
-//	go run ./cmd/stores [-out results] [-quick]
+//	go run ./cmd/stores [-out results] [-quick] [-only name] [-cpuprofile file]
 //
 // It needs PostgreSQL, Redis and MySQL or MariaDB where the tests find them
 // (EXACTLYONCE_PG_DSN, EXACTLYONCE_REDIS_ADDR, EXACTLYONCE_MYSQL_DSN), and
@@ -19,6 +19,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/exactlyonce/retry/bench/stores"
@@ -33,6 +36,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	out := fs.String("out", "results", "directory for stores.md")
 	quick := fs.Bool("quick", false, "short phases (a smoke run of a few seconds)")
+	only := fs.String("only", "", "measure only the store of this name (memory, PostgreSQL, Redis, MySQL)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -40,8 +45,29 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: stores [-out dir] [-quick]")
+		fmt.Fprintln(stderr, "usage: stores [-out dir] [-quick] [-only name] [-cpuprofile file]")
 		return 2
+	}
+	backends := stores.Backends(stores.DefaultServers())
+	if *only != "" {
+		backends = slices.DeleteFunc(backends, func(b stores.Backend) bool { return !strings.EqualFold(b.Name, *only) })
+		if len(backends) == 0 {
+			fmt.Fprintf(stderr, "stores: no store is named %q\n", *only)
+			return 2
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "stores:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "stores:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	s := stores.DefaultSettings()
 	if *quick {
@@ -50,7 +76,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res := stores.Run(ctx, s, stores.Backends(stores.DefaultServers()), stderr)
+	res := stores.Run(ctx, s, backends, stderr)
 	var md bytes.Buffer
 	stores.WriteMarkdown(&md, s, res, time.Since(start))
 	if err := os.MkdirAll(*out, 0o755); err != nil {
