@@ -17,9 +17,11 @@ import (
 // over a sequential scan), and a connection keeps that plan for its
 // prepared statement until the table is next analyzed: on a store that
 // grows from empty, every batch then reads every record. An index lookup
-// per request is the right plan at any size.
-const indexLookups = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
+// per request is the right plan at any size, and with these settings the
+// only one left: the statements give no other index a condition it could
+// scan by (see batchQueries).
+const indexLookups = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 // queryAndCommit runs the statements before (those that begin the
 // transaction, if conn is not in one yet), then sql with args looking
