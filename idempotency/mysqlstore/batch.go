@@ -218,73 +218,66 @@ func (b *myBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 }
 
 // completeMany stores the outcomes of pending whose fence holds, in one
-// transaction, and returns their fences.
+// fenced UPDATE committed on its own (one round trip), and returns their
+// fences. When it changed fewer records than it was given, the records
+// are read to tell which: one completed with its fence was completed by
+// this update, since only the fence's holder completes it.
 func (b *myBatch) completeMany(ctx context.Context, pending []completion) (map[idempotency.Fence]bool, error) {
 	s := b.s
-	tx, err := s.db.BeginTx(ctx, nil)
+	ids := make([]any, len(pending))
+	var responses, fences strings.Builder
+	args := make([]any, 0, 8*len(pending)+1)
+	for i, c := range pending {
+		ids[i] = recordID(c.f.Caller, c.f.Key)
+		responses.WriteString(" WHEN ? THEN ?")
+		args = append(args, ids[i], nonNil(c.response))
+	}
+	args = append(args, s.shiftArg())
+	args = append(args, ids...)
+	for i, c := range pending {
+		fences.WriteString(" WHEN ? THEN caller = ? AND `key` = ? AND attempt = ? AND generation = ?")
+		args = append(args, ids[i], []byte(c.f.Caller), []byte(c.f.Key), c.f.Attempt, c.f.Generation)
+	}
+	list := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(pending)), ", ") + ")"
+	query := s.q.completeMany[0] + responses.String() + s.q.completeMany[1] + list + s.q.completeMany[2] + fences.String() + " END"
+	res, err := s.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 	}
-	fail := func(err error) (map[idempotency.Fence]bool, error) {
-		_ = tx.Rollback()
-		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
-	}
-	byID := make(map[string]completion, len(pending))
-	args := []any{s.shiftArg()}
-	for _, c := range pending {
-		id := recordID(c.f.Caller, c.f.Key)
-		byID[string(id)] = c
-		args = append(args, id)
-	}
-	in := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(pending)), ", ") + ")"
-	rows, err := tx.QueryContext(ctx, s.q.completeRead+in+" FOR UPDATE", args...)
+	n, err := res.RowsAffected()
 	if err != nil {
-		return fail(err)
+		return nil, fmt.Errorf("mysqlstore: batch commit: %w", err)
 	}
-	var owned []completion
-	for rows.Next() {
-		var (
-			id, caller, key     []byte
-			attempt, generation int64
-		)
-		if err := rows.Scan(&id, &caller, &key, &attempt, &generation); err != nil {
-			rows.Close()
-			return fail(err)
-		}
-		c, ok := byID[string(id)]
-		if ok && c.f.Caller == string(caller) && c.f.Key == string(key) && c.f.Attempt == attempt && c.f.Generation == generation {
-			owned = append(owned, c)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fail(err)
-	}
-	stored := make(map[idempotency.Fence]bool, len(owned))
-	if len(owned) > 0 {
-		var cases strings.Builder
-		args := make([]any, 0, 3*len(owned))
-		ids := make([]any, 0, len(owned))
-		for _, c := range owned {
-			id := recordID(c.f.Caller, c.f.Key)
-			cases.WriteString(" WHEN ? THEN ?")
-			args = append(args, id, nonNil(c.response))
-			ids = append(ids, id)
-		}
-		query := s.q.completeMany[0] + cases.String() + s.q.completeMany[1] +
-			"(" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")"
-		res, err := tx.ExecContext(ctx, query, append(args, ids...)...)
-		if err != nil {
-			return fail(err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != int64(len(owned)) {
-			return fail(fmt.Errorf("the update matched %d of the %d records read locked (%v)", n, len(owned), err))
-		}
-		for _, c := range owned {
+	stored := make(map[idempotency.Fence]bool, len(pending))
+	if n == int64(len(pending)) {
+		for _, c := range pending {
 			stored[c.f] = true
 		}
+		return stored, nil
 	}
-	if err := tx.Commit(); err != nil {
+	byID := make(map[string]idempotency.Fence, len(pending))
+	for i, c := range pending {
+		byID[string(ids[i].([]byte))] = c.f
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.completeRead+list, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, caller, key             []byte
+			attempt, generation, status int64
+		)
+		if err := rows.Scan(&id, &caller, &key, &attempt, &generation, &status); err != nil {
+			return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
+		}
+		f, ok := byID[string(id)]
+		if ok && status == 2 && f.Caller == string(caller) && f.Key == string(key) && f.Attempt == attempt && f.Generation == generation {
+			stored[f] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 	}
 	return stored, nil

@@ -18,10 +18,10 @@ type queries struct {
 	keysTable                                                           string
 	// For batches (see batch.go): claimReadMany and completeRead end with
 	// "id IN " (the list follows); insertHead and insertRow make the
-	// INSERT of many rows; completeMany is an UPDATE split where its CASE
-	// on id and its list of ids go.
+	// INSERT of many rows; completeMany is an UPDATE split where its
+	// CASEs on id and its list of ids go.
 	claimReadMany, completeRead, insertHead, insertRow string
-	completeMany                                       [2]string
+	completeMany                                       [3]string
 }
 
 // now is the database clock, in microseconds, plus the shift argument. The
@@ -130,12 +130,16 @@ func buildQueries(prefix string) queries {
 	q.claimReadMany = "SELECT @nowAfterRead, t.caller, t.`key` FROM (SELECT 1) n LEFT JOIN @keys t ON t.id IN "
 	head, row, _ := strings.Cut(q.insert, "VALUES ")
 	q.insertHead, q.insertRow = head+"VALUES ", row
-	// Arguments: shift, then the ids; with FOR UPDATE after the list.
-	q.completeRead = "SELECT id, caller, `key`, attempt, generation FROM @keys " +
-		"WHERE status = 1 AND expires_at > @now AND id IN "
-	q.completeMany = [2]string{"UPDATE @keys SET status = 2, resume = NULL, response = CASE id",
-		" END WHERE id IN "}
-	for _, p := range []*string{&q.claimReadMany, &q.completeRead, &q.completeMany[0], &q.completeMany[1]} {
+	// Arguments: the ids. What became of records a batch completed.
+	q.completeRead = "SELECT id, caller, `key`, attempt, generation, status FROM @keys WHERE id IN "
+	// The fenced update of many records: the response's CASE on id goes
+	// after the first part (WHEN id THEN response, ...), the shift and
+	// the list of ids after the second, and the fence's CASE on id after
+	// the third (WHEN id THEN caller = ? AND ..., ...), then END.
+	q.completeMany = [3]string{"UPDATE @keys SET status = 2, resume = NULL, response = CASE id",
+		" END WHERE status = 1 AND expires_at > @now AND id IN ",
+		" AND CASE id"}
+	for _, p := range []*string{&q.claimReadMany, &q.completeRead, &q.completeMany[0], &q.completeMany[1], &q.completeMany[2]} {
 		*p = strings.ReplaceAll(strings.ReplaceAll(r.Replace(*p), "@nowAfterRead", nowAfterRead), "@now", now)
 	}
 	return q

@@ -171,6 +171,9 @@ func testBatchLostLease(t *testing.T, h Harness) {
 	took := claim(t, bs, claimReq("alice", "k1", "fp"), idempotency.ClaimTakenOver)
 	tookLocal := claim(t, bs, claimReq("alice", "k2", "fp"), idempotency.ClaimTakenOver)
 	good := claim(t, bs, claimReq("alice", "k3", "fp"), idempotency.ClaimCreated)
+	// Completed with nothing written, in the same set-based update as the
+	// stale member's: stored all the same.
+	goodUntouched := claim(t, bs, claimReq("alice", "k4", "fp"), idempotency.ClaimCreated)
 	b := beginBatch(t, bs)
 	var lost []idempotency.Fence
 	complete := func(f idempotency.Fence, write string, response string) {
@@ -181,7 +184,7 @@ func testBatchLostLease(t *testing.T, h Harness) {
 		}
 		switch err := tx.Complete(ctx, []byte(response)); {
 		case err == nil:
-		case f != fence(good):
+		case f != fence(good) && f != fence(goodUntouched):
 			wantErr(t, "Tx.Complete with a stale fence", err, idempotency.ErrLeaseLost)
 			lost = append(lost, f)
 			noErr(t, "Rollback after a failed Complete", tx.Rollback(ctx))
@@ -192,9 +195,12 @@ func testBatchLostLease(t *testing.T, h Harness) {
 	complete(fence(stale), "", "late")
 	complete(fence(staleLocal), "stale", "late")
 	complete(fence(good), "good", "good")
+	complete(fence(goodUntouched), "", "good")
 	results := commitResults(t, b)
-	if results[fence(good)] != nil {
-		t.Fatalf("the live member's completion: %v", results[fence(good)])
+	for _, f := range []idempotency.Fence{fence(good), fence(goodUntouched)} {
+		if err, reported := results[f]; err != nil || (!reported && f == fence(goodUntouched)) {
+			t.Fatalf("the live member's completion (%s): %v (reported: %v)", f.Key, err, reported)
+		}
 	}
 	for _, f := range []idempotency.Fence{fence(stale), fence(staleLocal)} {
 		err, reported := results[f]
@@ -215,6 +221,7 @@ func testBatchLostLease(t *testing.T, h Harness) {
 	batchWritten(t, h, "stale", false)
 	batchWritten(t, h, "good", true)
 	claim(t, bs, claimReq("alice", "k3", "fp"), idempotency.ClaimCompleted)
+	claim(t, bs, claimReq("alice", "k4", "fp"), idempotency.ClaimCompleted)
 }
 
 func testBatchClose(t *testing.T, h Harness) {
