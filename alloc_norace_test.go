@@ -3,8 +3,11 @@
 package retry_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -55,4 +58,57 @@ func TestCallerCostsTwoAllocationsWithADeadline(t *testing.T) {
 		}
 	})
 	assert.Equal(t, 2.0, allocs)
+}
+
+// A GET with the defaults (no deadline: every attempt bounded by
+// DefaultAttemptTimeout) over net/http's own Transport, which does not
+// bound itself, costs four allocations more than through a plain
+// http.Client: the attempt's request (with its context and the wrapper of
+// its body in the same allocation), the context's Done channel, and what
+// net/http's round trip allocates to follow a parent context that can end
+// (context.WithCancelCause under a context with AfterFunc: the func it
+// registers, and the stopCtx it keeps). The timer comes from a pool.
+// (Both clients count the loopback server's allocations too: the same.)
+func TestTransportAddsFourAllocationsToAGetOverNetHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	get := func(client *http.Client) float64 {
+		return testing.AllocsPerRun(2000, func() {
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	plain := get(&http.Client{Transport: base})
+	assert.Equal(t, plain+4, get(&http.Client{Transport: retry.NewTransport(base)}))
+}
+
+// Over a custom RoundTripper, a GET with the defaults costs one allocation
+// more than through a plain http.Client (the attempt's request, with its
+// own context), and a POST the Transport keys itself four: that, its key,
+// and the copy of the header that carries it (a map: two).
+func TestTransportCostOverACustomBase(t *testing.T) {
+	base := &memTransport{status: 200}
+	payload := bytes.Repeat([]byte("x"), 1024)
+	for _, tc := range []struct {
+		method string
+		more   float64
+	}{{"GET", 1}, {"POST", 4}, {"POST+type", 4}, {"POST+key", 1}} {
+		cost := func(client *http.Client) float64 {
+			return testing.AllocsPerRun(1000, func() {
+				resp, err := client.Do(costRequest(tc.method, "http://mem.test/", payload))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			})
+		}
+		plain := cost(&http.Client{Transport: base})
+		assert.Equal(t, plain+tc.more, cost(&http.Client{Transport: retry.NewTransport(base)}), tc.method)
+	}
 }

@@ -16,6 +16,7 @@ import (
 // never cuts off an answer being read.
 type attemptBound struct {
 	cancel  context.CancelFunc // ends the attempt's context; noop when it has none of its own
+	own     *attemptCtx        // the attempt's context, when it is an attemptCtx (see beginOwn)
 	owns    bool               // the attempt has a context of its own
 	timer   stopper            // ends the attempt; nil when it has no timeout
 	timeout time.Duration      // the attempt's timeout
@@ -83,6 +84,32 @@ func (b *attemptBound) begin(ctx context.Context, clk clock.Clock, d time.Durati
 	return actx
 }
 
+// beginOwn is begin for an attempt whose context can be an attemptCtx:
+// with a timeout d and a loop context ctx that never ends, it makes slot,
+// which the caller keeps with the attempt, a child of ctx that a timer on
+// clk ends after d, and returns it; otherwise it does as begin.
+func (b *attemptBound) beginOwn(ctx context.Context, clk clock.Clock, d time.Duration, slot *attemptCtx) context.Context {
+	if d <= 0 || ctx.Done() != nil {
+		return b.begin(ctx, clk, d)
+	}
+	slot.init(ctx)
+	b.own, b.owns, b.timeout = slot, true, d
+	if clk == systemClock {
+		b.timer = cutAfter(slot, d)
+	} else {
+		b.timer = clk.AfterFunc(d, slot.cancel)
+	}
+	return slot
+}
+
+// endContext ends the attempt's context, whichever kind it is.
+func (b *attemptBound) endContext() {
+	if b.own != nil {
+		b.own.cancel()
+	}
+	b.cancel()
+}
+
 // settle stops the attempt's timer once the attempt has its answer, and
 // reports whether the timer had fired first: the attempt then timed out
 // whatever came back, its context is ended now (the timer's own call may
@@ -94,7 +121,7 @@ func (b *attemptBound) settle(est *latencyEstimate) (cut bool) {
 		return false
 	}
 	b.timer = nil
-	b.cancel()
+	b.endContext()
 	if est != nil {
 		est.ObserveCut(b.timeout) // a cut attempt is evidence of a slower dependency
 	}
@@ -107,8 +134,8 @@ func (b *attemptBound) end() {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	b.cancel()
-	b.cancel, b.owns = noop, false
+	b.endContext()
+	b.cancel, b.own, b.owns = noop, nil, false
 }
 
 // detach hands the attempt's context over to the caller, who ends it with
@@ -120,7 +147,10 @@ func (b *attemptBound) detach() context.CancelFunc {
 		b.timer = nil
 	}
 	cancel := b.cancel
-	b.cancel, b.owns = noop, false
+	if own := b.own; own != nil {
+		cancel = own.cancel // the other is noop: an attempt has one context of its own
+	}
+	b.cancel, b.own, b.owns = noop, nil, false
 	return cancel
 }
 

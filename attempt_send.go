@@ -12,10 +12,12 @@ import (
 // outgoing is one attempt's request when the caller's cannot go as it is: a
 // copy with a context of its own (for the attempt's timer or the total
 // deadline), the key in a copy of the header, or a body of its own. The
-// copy, the key's header value and the wrapper that ends the contexts when
-// the response body is closed share one allocation.
+// copy, the attempt's own context (when it is an attemptCtx), the key's
+// header value and the wrapper that ends the contexts when the response
+// body is closed share one allocation.
 type outgoing struct {
 	req    http.Request
+	actx   attemptCtx
 	keyVal [1]string
 	wrap   cancelOnClose
 }
@@ -42,7 +44,19 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 	if n == 1 {
 		rt.origSent = true // the base closes the caller's body from now on
 	}
-	ctx := rt.c.trace.attemptStart(rt.attemptContext(), n, false, rt.orig)
+	var o *outgoing
+	actx := rt.ctx
+	if d := rt.boundFor(); d > 0 {
+		if rt.ctx.Done() == nil {
+			// The attempt's context is an attemptCtx, in the outgoing
+			// request's allocation.
+			o = &outgoing{}
+			actx = rt.bound.beginOwn(rt.ctx, rt.c.clock, d, &o.actx)
+		} else {
+			actx = rt.bound.begin(rt.ctx, rt.c.clock, d)
+		}
+	}
+	ctx := rt.c.trace.attemptStart(actx, n, false, rt.orig)
 	orig := rt.orig
 	guarded := rt.guarded()
 	if guarded {
@@ -59,7 +73,9 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 		rt.out = nil
 		return orig
 	}
-	o := &outgoing{}
+	if o == nil {
+		o = &outgoing{}
+	}
 	o.req = *orig.WithContext(ctx)
 	if rt.key != "" {
 		if rt.keyHeader == nil {
@@ -76,7 +92,12 @@ func (rt *roundTrip) prepare(n int) *http.Request {
 // attemptContext gives the next attempt its context: the loop's, or, when
 // the attempt has a timeout, a child of it that the attempt's timer ends.
 func (rt *roundTrip) attemptContext() context.Context {
-	return rt.bound.begin(rt.ctx, rt.c.clock, rt.c.boundFor(rt.estimate, rt.deadline, rt.t.bounded, rt.left, rt.dep))
+	return rt.bound.begin(rt.ctx, rt.c.clock, rt.boundFor())
+}
+
+// boundFor is the timeout of the next attempt (see config.boundFor).
+func (rt *roundTrip) boundFor() time.Duration {
+	return rt.c.boundFor(rt.estimate, rt.deadline, rt.t.bounded, rt.left, rt.dep)
 }
 
 // send makes one request of the base transport and settles the attempt's
