@@ -158,8 +158,8 @@ func (s *Store) createMany(ctx context.Context, now int64, reqs []idempotency.Cl
 }
 
 // BeginBatch opens a batch of completions. Commit stores the outcomes of
-// the executions that wrote nothing locally in one transaction: a locking
-// read of their records, one UPDATE of those whose fence holds, COMMIT.
+// the executions that wrote nothing locally in one fenced UPDATE,
+// committed on its own (see completeMany).
 // An execution that writes locally has its own transaction (see TxFrom),
 // committed with its outcome at its Complete, as without a batch: a
 // transaction shared by many executions could not keep the rule that a
