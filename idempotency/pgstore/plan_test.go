@@ -90,6 +90,18 @@ func TestBatchesOnAGrownTableReadOnlyTheirRecords(t *testing.T) {
 		batch(fmt.Sprintf("grown-batch-%d", i), i%2 == 1)
 	}
 	assert.Zero(t, readBesidesKeys()-before, "rows read by sequential scans and index entries other than the records' keys")
+
+	// And the connection planned each batch statement once, not at every
+	// execution.
+	rows, err := pool.Query(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%unnest(%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	require.NoError(t, err)
+	plans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Generic, Custom int64 }])
+	require.NoError(t, err)
+	require.Len(t, plans, 2, "the batch claim and completion statements, prepared on the one connection")
+	for _, p := range plans {
+		assert.Zero(t, p.Custom, "executions planned again for their own arguments")
+		assert.NotZero(t, p.Generic, "executions with the kept plan")
+	}
 }
 
 // The batch statements' plans find every record by its primary key, under

@@ -19,9 +19,13 @@ import (
 // grows from empty, every batch then reads every record. An index lookup
 // per request is the right plan at any size, and with these settings the
 // only one left: the statements give no other index a condition it could
-// scan by (see batchQueries).
+// scan by (see batchQueries). That plan is made once per connection and
+// kept (a generic plan): left to choose, the server plans these
+// statements again at every execution, since a plan for the batch's own
+// arrays looks cheaper, and planning them costs more than running them.
 const indexLookups = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+	set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // queryAndCommit runs the statements before (those that begin the
 // transaction, if conn is not in one yet), then sql with args looking
