@@ -13,7 +13,8 @@ import (
 // ARGV[1]), one item after another; all items see one time. An item that
 // fails (a record whose caller and key differ from the ones asked for) gives
 // {'e', message} in its place and leaves the others be, as a failed script
-// in a pipeline does.
+// in a pipeline does. The shards' generation counters the items moved are
+// written once, after the last item.
 
 // eachItem runs op on every item: KEYS in groups of nk, ARGV[1] the shift
 // and then groups of na. It returns op's replies, one per item.
@@ -32,6 +33,7 @@ local function each(op, nk, na)
 		end
 		out[i + 1] = r
 	end
+	save_gens()
 	return out
 end
 `

@@ -25,6 +25,8 @@ import "github.com/redis/go-redis/v9"
 const prelude = `
 local F = {'c','k','fp','st','at','g','lu','pt','dt','rs','rm','pk','ca','ex'}
 local C, K, FP, ST, AT, G, LU, PT, DT, RS, RM, PK, CA, EX = 1,2,3,4,5,6,7,8,9,10,11,12,13,14
+local FI = {}
+for i = 1, #F do FI[F[i]] = i end
 
 local function fmt(n) return string.format('%.0f', n) end
 
@@ -33,12 +35,25 @@ local function now_us()
 	return tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1])
 end
 
--- load returns the record at key (false for a missing field: ''), or nil.
+-- load returns the record at key (a missing field: ''), or nil, and its
+-- parked-set member (nil when it has none): one HGETALL, which costs a
+-- missing key nothing per field.
 local function load(key)
-	local v = redis.call('HMGET', key, unpack(F))
-	if not v[C] then return nil end
-	for i = 1, #F do v[i] = v[i] or '' end
-	return v
+	local h = redis.call('HGETALL', key)
+	if #h == 0 then return nil end
+	local v = {'', '', '', '', '', '', '', '', '', '', '', '', '', ''}
+	local found, pm = false, nil
+	for i = 1, #h, 2 do
+		local j = FI[h[i]]
+		if j then
+			v[j] = h[i + 1]
+			if j == C then found = true end
+		elseif h[i] == 'pm' then
+			pm = h[i + 1]
+		end
+	end
+	if not found then return nil end
+	return v, pm
 end
 
 -- same checks that the record is the one of (caller, key): its id is a
@@ -66,22 +81,47 @@ local function index(stalled, v, id)
 	end
 end
 
--- unpark takes the record at key out of its shard's parked set.
-local function unpark(key, parked)
-	local pm = redis.call('HGET', key, 'pm')
+-- unpark takes the record at key, whose parked-set member is pm (nil: it
+-- has none), out of its shard's parked set. A record has a member only
+-- while its parked reason is not empty (Park writes both).
+local function unpark(key, parked, pm)
 	if pm then
 		redis.call('ZREM', parked, pm)
 		redis.call('HDEL', key, 'pm')
 	end
 end
 
--- forget deletes the record at key and its index entries.
-local function forget(key, exp, stalled, parked, id)
-	local pm = redis.call('HGET', key, 'pm')
+-- forget deletes the record at key, whose parked-set member is pm, and its
+-- index entries.
+local function forget(key, exp, stalled, parked, id, pm)
 	if pm then redis.call('ZREM', parked, pm) end
 	redis.call('DEL', key)
 	redis.call('ZREM', exp, id)
 	redis.call('ZREM', stalled, id)
+end
+
+-- gens holds the last generation given by each shard's counter (by its
+-- key) in this script call; new_gen gives the next one and save_gens,
+-- which every script that calls new_gen calls before it returns, writes
+-- each counter once, however many records the call created.
+local gens = {}
+
+-- new_gen returns a generation the shard of the counter at key never gave:
+-- above the last one given, and never below the clock, so that it stays
+-- above every generation given before even if the counter was lost (a
+-- restart without persistence).
+local function new_gen(key, now)
+	local g = gens[key]
+	if not g then g = tonumber(redis.call('GET', key) or '0') end
+	g = g + 1
+	if g < now then g = now end
+	gens[key] = g
+	return g
+end
+
+local function save_gens()
+	for key, g in pairs(gens) do redis.call('SET', key, fmt(g)) end
+	gens = {}
 end
 `
 
@@ -90,18 +130,23 @@ end
 // ARGV: shift, caller, key, id, fingerprint, lease, ttl, has resume (0/1),
 // resume, the recovery point a new record starts with (empty for none; a
 // takeover gives it to a record that has none).
-// Returns the outcome (n created, t taken over, p in progress, c completed,
-// m mismatch) and the record. A record in progress without a recovery
-// point is given the claim's (and its resume, if it has none).
+// Returns the outcome (t taken over, p in progress, c completed, m
+// mismatch) and the record, or, for a record it created, n, its generation
+// and the time of its creation (the rest of it is the claim's: see
+// parseClaim). A record in progress without a recovery point is given the
+// claim's (and its resume, if it has none).
 const claimScript = prelude + claimFunc + `
-return claim(KEYS, ARGV, now_us())
+local r = claim(KEYS, ARGV, now_us())
+save_gens()
+return r
 `
 
 // claimFunc is the claim script's body as a function of its KEYS, ARGV and
-// the time, shared by the claim script and the batch claim script.
+// the time, shared by the claim script and the batch claim script. Both
+// call save_gens after it.
 const claimFunc = `
 local function claim(KEYS, ARGV, now)
-local v = load(KEYS[1])
+local v, pm = load(KEYS[1])
 if v then
 	same(v, ARGV[2], ARGV[3])
 	if tonumber(v[EX]) > now then
@@ -121,40 +166,43 @@ if v then
 		end
 		v[AT] = fmt(tonumber(v[AT]) + 1)
 		v[LU] = fmt(now + tonumber(ARGV[6]))
-		if v[PK] ~= '' then
-			unpark(KEYS[1], KEYS[4])
-			v[PK] = ''
-		end
+		unpark(KEYS[1], KEYS[4], pm)
+		v[PK] = ''
 		if ARGV[8] == '1' then v[RM] = ARGV[9] end
 		if v[PT] == '' then v[PT] = ARGV[10] end
 		redis.call('HSET', KEYS[1], 'at', v[AT], 'lu', v[LU], 'pk', '', 'rm', v[RM], 'pt', v[PT])
 		index(KEYS[3], v, ARGV[4])
 		return flat('t', v)
 	end
-	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], pm)
 end
--- A new record, with a generation this shard never gave: above the last one
--- given, and never below the clock, so that it stays above every generation
--- given before even if the counter was lost (a restart without persistence).
-local g = tonumber(redis.call('GET', KEYS[5]) or '0') + 1
-if g < now then g = now end
-redis.call('SET', KEYS[5], fmt(g))
-local resume = ''
-if ARGV[8] == '1' then resume = ARGV[9] end
-v = {ARGV[2], ARGV[3], ARGV[5], '1', '1', fmt(g), fmt(now + tonumber(ARGV[6])), ARGV[10], '', '', resume, '',
-	fmt(now), fmt(now + tonumber(ARGV[7]))}
-local fields = {}
-for i = 1, #F do
-	fields[2 * i - 1] = F[i]
-	fields[2 * i] = v[i]
+-- A new record. Its empty fields (recovery data, response, parked reason,
+-- and the point and resume when it has none) are not written: every
+-- version reads a missing field as empty.
+local g = fmt(new_gen(KEYS[5], now))
+local lu, ex = fmt(now + tonumber(ARGV[6])), fmt(now + tonumber(ARGV[7]))
+local ca = fmt(now)
+local fields = {'c', ARGV[2], 'k', ARGV[3], 'fp', ARGV[5], 'st', '1', 'at', '1', 'g', g, 'lu', lu, 'ca', ca, 'ex', ex}
+if ARGV[10] ~= '' then
+	fields[#fields + 1] = 'pt'
+	fields[#fields + 1] = ARGV[10]
+end
+if ARGV[8] == '1' and ARGV[9] ~= '' then
+	fields[#fields + 1] = 'rm'
+	fields[#fields + 1] = ARGV[9]
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('ZADD', KEYS[2], v[EX], ARGV[4])
-index(KEYS[3], v, ARGV[4])
+redis.call('ZADD', KEYS[2], ex, ARGV[4])
+-- A begun record goes in the stalled set. One without a point is not in
+-- it: the record did not exist (forget dropped an expired one's entry),
+-- and an entry left by a hash gone some other way (Redis's own expiry
+-- below) is dropped by TakeOverStalled, as any entry that no longer
+-- belongs.
+if ARGV[10] ~= '' then redis.call('ZADD', KEYS[3], lu, ARGV[4]) end
 -- Redis drops the hash by itself a day after it expired, should no sweeper
 -- ever run; the sweeper removes it (and its index entries) before that.
 redis.call('PEXPIREAT', KEYS[1], math.ceil((now + tonumber(ARGV[7]) - tonumber(ARGV[1])) / 1000) + 86400000)
-return flat('n', v)
+return {'n', g, ca}
 end
 `
 
@@ -173,19 +221,19 @@ return flat('', v)
 // record whose attempt and generation are ARGV[5] and ARGV[6], or nil.
 const fenced = prelude + fencedFunc + `
 local now = now_us()
-local v = fenced(KEYS, ARGV, now)
+local v, pm = fenced(KEYS, ARGV, now)
 if not v then return 0 end
 `
 
 // fencedFunc is the fence check as a function of the script's KEYS, ARGV
-// and the time.
+// and the time: it returns the record and its parked-set member, as load.
 const fencedFunc = `
 local function fenced(KEYS, ARGV, now)
-	local v = load(KEYS[1])
+	local v, pm = load(KEYS[1])
 	if not v then return nil end
 	same(v, ARGV[2], ARGV[3])
 	if v[ST] ~= '1' or v[AT] ~= ARGV[5] or v[G] ~= ARGV[6] or tonumber(v[EX]) <= now then return nil end
-	return v
+	return v, pm
 end
 `
 
@@ -211,13 +259,13 @@ return 1
 return complete(KEYS, ARGV, now_us())
 `
 	releaseScript = fenced + `
-forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], pm)
 return 1
 `
 	// A record with a recovery point is kept, its lease ended.
 	releaseUnstartedScript = fenced + `
 if v[PT] == '' then
-	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], pm)
 	return 1
 end
 v[LU] = fmt(now)
@@ -241,12 +289,25 @@ return 1
 // script.
 const completeFunc = `
 local function complete(KEYS, ARGV, now)
-	local v = fenced(KEYS, ARGV, now)
+	local v, pm = fenced(KEYS, ARGV, now)
 	if not v then return 0 end
+	-- index would take it out of the stalled set, where it is only if it
+	-- began and is not parked.
+	if v[PT] ~= '' and v[PK] == '' then redis.call('ZREM', KEYS[3], ARGV[4]) end
 	v[ST] = '2'
-	redis.call('HSET', KEYS[1], 'st', '2', 'rs', ARGV[7], 'rm', '')
-	index(KEYS[3], v, ARGV[4])
-	unpark(KEYS[1], KEYS[4])
+	-- The response of an in-progress record is empty, if written at all:
+	-- an empty one needs no writing, nor does clearing an empty resume.
+	local fields = {'st', '2'}
+	if ARGV[7] ~= '' then
+		fields[3] = 'rs'
+		fields[4] = ARGV[7]
+	end
+	if v[RM] ~= '' then
+		fields[#fields + 1] = 'rm'
+		fields[#fields + 1] = ''
+	end
+	redis.call('HSET', KEYS[1], unpack(fields))
+	unpark(KEYS[1], KEYS[4], pm)
 	return 1
 end
 `
@@ -343,7 +404,7 @@ for i = 4, #KEYS do
 		if redis.call('ZREM', KEYS[1], id) == 1 then n = n + 1 end
 		redis.call('ZREM', KEYS[2], id)
 	elseif tonumber(ex) <= now then
-		forget(KEYS[i], KEYS[1], KEYS[2], KEYS[3], id)
+		forget(KEYS[i], KEYS[1], KEYS[2], KEYS[3], id, redis.call('HGET', KEYS[i], 'pm'))
 		n = n + 1
 	end
 end
