@@ -23,10 +23,7 @@ local function each(op, nk, na)
 	local now = now_us()
 	local out = {}
 	for i = 0, #KEYS / nk - 1 do
-		local keys, argv = {}, {ARGV[1]}
-		for j = 1, nk do keys[j] = KEYS[i * nk + j] end
-		for j = 1, na do argv[j + 1] = ARGV[1 + i * na + j] end
-		local ok, r = pcall(op, keys, argv, now)
+		local ok, r = pcall(op, KEYS, ARGV, i * nk, i * na, now)
 		if not ok then
 			if type(r) == 'table' then r = r.err end
 			r = {'e', tostring(r)}
