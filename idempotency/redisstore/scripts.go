@@ -60,6 +60,21 @@ local function load(key)
 	return v, pm
 end
 
+-- FENCE are the fields the fenced writes read, with the parked-set member:
+-- not the fingerprint, the creation time, the response, nor the recovery
+-- data, which may be large.
+local FENCE = {'c', 'k', 'st', 'at', 'g', 'lu', 'pt', 'rm', 'pk', 'ex', 'pm'}
+
+-- load_fence returns the record at key with only the fields of FENCE (the
+-- others ''), or nil, and its parked-set member (nil when it has none):
+-- one HMGET.
+local function load_fence(key)
+	local f = redis.call('HMGET', key, unpack(FENCE))
+	if not f[1] then return nil end
+	return {f[1], f[2] or '', '', f[3] or '', f[4] or '', f[5] or '', f[6] or '', f[7] or '', '', '',
+		f[8] or '', f[9] or '', '', f[10] or ''}, f[11] or nil
+end
+
 -- same checks that the record is the one of (caller, key): its id is a
 -- SHA-256 of both, so another pair is never found, but a hash collision
 -- must not mix two records either.
@@ -238,10 +253,11 @@ if not v then return 0 end
 
 // fencedFunc is the fence check as a function of the script's KEYS, ARGV,
 // the offsets of the write's keys and arguments in them (as claimFunc's)
-// and the time: it returns the record and its parked-set member, as load.
+// and the time: it returns the record (the fields of FENCE) and its
+// parked-set member, as load_fence.
 const fencedFunc = `
 local function fenced(KEYS, ARGV, k, a, now)
-	local v, pm = load(KEYS[k + 1])
+	local v, pm = load_fence(KEYS[k + 1])
 	if not v then return nil end
 	same(v, ARGV[a + 2], ARGV[a + 3])
 	if v[ST] ~= '1' or v[AT] ~= ARGV[a + 5] or v[G] ~= ARGV[a + 6] or tonumber(v[EX]) <= now then return nil end
