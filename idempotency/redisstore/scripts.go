@@ -120,45 +120,27 @@ local function forget(key, exp, stalled, parked, id, pm)
 end
 
 -- gens holds the last generation given by each shard's counter (by its
--- key) in this script call, and saved the last one written to it; new_gen
--- gives the next one and save_gens, which every script that calls new_gen
--- calls before it returns, writes each counter that is behind, once,
--- however many records the call created.
-local gens, saved = {}, {}
+-- key) in this script call; new_gen gives the next one and save_gens,
+-- which every script that calls new_gen calls before it returns, writes
+-- each counter once, however many records the call created.
+local gens = {}
 
 -- new_gen returns a generation the shard of the counter at key never gave:
 -- above the last one given, and never below the clock, so that it stays
 -- above every generation given before even if the counter was lost (a
--- restart without persistence). The first of a call writes the clock to
--- the counter as it reads it (SET ... GET: one command), and at once the
--- generation instead when the counter was ahead of the clock, so that the
--- counter never goes back.
+-- restart without persistence).
 local function new_gen(key, now)
 	local g = gens[key]
-	if g then
-		g = g + 1
-		if g < now then g = now end
-	else
-		local at = fmt(now)
-		g = tonumber(redis.call('SET', key, at, 'GET') or '0') + 1
-		if g <= now then
-			g = now
-			saved[key] = at
-		else
-			saved[key] = fmt(g)
-			redis.call('SET', key, saved[key])
-		end
-	end
+	if not g then g = tonumber(redis.call('GET', key) or '0') end
+	g = g + 1
+	if g < now then g = now end
 	gens[key] = g
 	return g
 end
 
 local function save_gens()
-	for key, g in pairs(gens) do
-		local v = fmt(g)
-		if saved[key] ~= v then redis.call('SET', key, v) end
-	end
-	gens, saved = {}, {}
+	for key, g in pairs(gens) do redis.call('SET', key, fmt(g)) end
+	gens = {}
 end
 `
 
