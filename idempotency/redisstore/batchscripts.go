@@ -13,7 +13,8 @@ import (
 // ARGV[1]), one item after another; all items see one time. An item that
 // fails (a record whose caller and key differ from the ones asked for) gives
 // {'e', message} in its place and leaves the others be, as a failed script
-// in a pipeline does.
+// in a pipeline does. The shards' generation counters the items moved are
+// written once, after the last item.
 
 // eachItem runs op on every item: KEYS in groups of nk, ARGV[1] the shift
 // and then groups of na. It returns op's replies, one per item.
@@ -22,16 +23,14 @@ local function each(op, nk, na)
 	local now = now_us()
 	local out = {}
 	for i = 0, #KEYS / nk - 1 do
-		local keys, argv = {}, {ARGV[1]}
-		for j = 1, nk do keys[j] = KEYS[i * nk + j] end
-		for j = 1, na do argv[j + 1] = ARGV[1 + i * na + j] end
-		local ok, r = pcall(op, keys, argv, now)
+		local ok, r = pcall(op, KEYS, ARGV, i * nk, i * na, now)
 		if not ok then
 			if type(r) == 'table' then r = r.err end
 			r = {'e', tostring(r)}
 		end
 		out[i + 1] = r
 	end
+	save_gens()
 	return out
 end
 `

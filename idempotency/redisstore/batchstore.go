@@ -51,7 +51,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest)
 			return nil, fmt.Errorf("redisstore: claim batch: a reply of %T", reply)
 		}
 		var err error
-		if claims[i], err = parseClaim(res, nil); err != nil {
+		if claims[i], err = parseClaim(reqs[i], res, nil); err != nil {
 			return nil, err
 		}
 	}

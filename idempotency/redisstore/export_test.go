@@ -10,3 +10,10 @@ func ShardOf(s *Store, caller, key string) int {
 	_, shard := recordID(caller, key, len(s.shards))
 	return shard
 }
+
+// RecordKey returns the name of the hash that holds the record of (caller,
+// key) in s.
+func RecordKey(s *Store, caller, key string) string {
+	id, k := s.at(caller, key)
+	return k.record(id)
+}

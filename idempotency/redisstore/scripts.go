@@ -21,24 +21,58 @@ import "github.com/redis/go-redis/v9"
 // prelude is shared by every script. ARGV[1] is always the test shift in
 // microseconds. Numbers are Lua doubles: times in microseconds (about 1.8e15)
 // and generations (kept below 2^53, see newGeneration) are exact, and fmt
-// writes them back without an exponent.
+// writes them back without an exponent (all of them integral).
 const prelude = `
 local F = {'c','k','fp','st','at','g','lu','pt','dt','rs','rm','pk','ca','ex'}
 local C, K, FP, ST, AT, G, LU, PT, DT, RS, RM, PK, CA, EX = 1,2,3,4,5,6,7,8,9,10,11,12,13,14
+local FI = {c=1, k=2, fp=3, st=4, at=5, g=6, lu=7, pt=8, dt=9, rs=10, rm=11, pk=12, ca=13, ex=14}
 
-local function fmt(n) return string.format('%.0f', n) end
+-- fmt writes an integral number without exponent: with %d where a C long
+-- holds every number here (64 bits), much cheaper than %.0f, which a
+-- 32-bit build keeps.
+local FMT = '%.0f'
+if string.format('%d', 2^40) == '1099511627776' then FMT = '%d' end
+local function fmt(n) return string.format(FMT, n) end
 
 local function now_us()
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1])
 end
 
--- load returns the record at key (false for a missing field: ''), or nil.
+-- load returns the record at key (a missing field: ''), or nil, and its
+-- parked-set member (nil when it has none): one HGETALL, which costs a
+-- missing key nothing per field.
 local function load(key)
-	local v = redis.call('HMGET', key, unpack(F))
-	if not v[C] then return nil end
-	for i = 1, #F do v[i] = v[i] or '' end
-	return v
+	local h = redis.call('HGETALL', key)
+	if #h == 0 then return nil end
+	local v = {'', '', '', '', '', '', '', '', '', '', '', '', '', ''}
+	local found, pm = false, nil
+	for i = 1, #h, 2 do
+		local j = FI[h[i]]
+		if j then
+			v[j] = h[i + 1]
+			if j == C then found = true end
+		elseif h[i] == 'pm' then
+			pm = h[i + 1]
+		end
+	end
+	if not found then return nil end
+	return v, pm
+end
+
+-- FENCE are the fields the fenced writes read, with the parked-set member:
+-- not the fingerprint, the creation time, the response, nor the recovery
+-- data, which may be large.
+local FENCE = {'c', 'k', 'st', 'at', 'g', 'lu', 'pt', 'rm', 'pk', 'ex', 'pm'}
+
+-- load_fence returns the record at key with only the fields of FENCE (the
+-- others ''), or nil, and its parked-set member (nil when it has none):
+-- one HMGET.
+local function load_fence(key)
+	local f = redis.call('HMGET', key, unpack(FENCE))
+	if not f[1] then return nil end
+	return {f[1], f[2] or '', '', f[3] or '', f[4] or '', f[5] or '', f[6] or '', f[7] or '', '', '',
+		f[8] or '', f[9] or '', '', f[10] or ''}, f[11] or nil
 end
 
 -- same checks that the record is the one of (caller, key): its id is a
@@ -66,22 +100,47 @@ local function index(stalled, v, id)
 	end
 end
 
--- unpark takes the record at key out of its shard's parked set.
-local function unpark(key, parked)
-	local pm = redis.call('HGET', key, 'pm')
+-- unpark takes the record at key, whose parked-set member is pm (nil: it
+-- has none), out of its shard's parked set. A record has a member only
+-- while its parked reason is not empty (Park writes both).
+local function unpark(key, parked, pm)
 	if pm then
 		redis.call('ZREM', parked, pm)
 		redis.call('HDEL', key, 'pm')
 	end
 end
 
--- forget deletes the record at key and its index entries.
-local function forget(key, exp, stalled, parked, id)
-	local pm = redis.call('HGET', key, 'pm')
+-- forget deletes the record at key, whose parked-set member is pm, and its
+-- index entries.
+local function forget(key, exp, stalled, parked, id, pm)
 	if pm then redis.call('ZREM', parked, pm) end
 	redis.call('DEL', key)
 	redis.call('ZREM', exp, id)
 	redis.call('ZREM', stalled, id)
+end
+
+-- gens holds the last generation given by each shard's counter (by its
+-- key) in this script call; new_gen gives the next one and save_gens,
+-- which every script that calls new_gen calls before it returns, writes
+-- each counter once, however many records the call created.
+local gens = {}
+
+-- new_gen returns a generation the shard of the counter at key never gave:
+-- above the last one given, and never below the clock, so that it stays
+-- above every generation given before even if the counter was lost (a
+-- restart without persistence).
+local function new_gen(key, now)
+	local g = gens[key]
+	if not g then g = tonumber(redis.call('GET', key) or '0') end
+	g = g + 1
+	if g < now then g = now end
+	gens[key] = g
+	return g
+end
+
+local function save_gens()
+	for key, g in pairs(gens) do redis.call('SET', key, fmt(g)) end
+	gens = {}
 end
 `
 
@@ -90,71 +149,86 @@ end
 // ARGV: shift, caller, key, id, fingerprint, lease, ttl, has resume (0/1),
 // resume, the recovery point a new record starts with (empty for none; a
 // takeover gives it to a record that has none).
-// Returns the outcome (n created, t taken over, p in progress, c completed,
-// m mismatch) and the record. A record in progress without a recovery
-// point is given the claim's (and its resume, if it has none).
+// Returns the outcome (t taken over, p in progress, c completed, m
+// mismatch) and the record, or, for a record it created, n, its generation
+// and the time of its creation (the rest of it is the claim's: see
+// parseClaim). A record in progress without a recovery point is given the
+// claim's (and its resume, if it has none).
 const claimScript = prelude + claimFunc + `
-return claim(KEYS, ARGV, now_us())
+local r = claim(KEYS, ARGV, 0, 0, now_us())
+save_gens()
+return r
 `
 
-// claimFunc is the claim script's body as a function of its KEYS, ARGV and
-// the time, shared by the claim script and the batch claim script.
+// claimFunc is the claim script's body as a function of its KEYS, ARGV,
+// the offsets k and a of the claim's keys and arguments in them (its
+// record is KEYS[k + 1], its caller ARGV[a + 2]: the shift stays ARGV[1])
+// and the time, shared by the claim script and the batch claim script.
+// Both call save_gens after it.
 const claimFunc = `
-local function claim(KEYS, ARGV, now)
-local v = load(KEYS[1])
+local function claim(KEYS, ARGV, k, a, now)
+local rec, exp, stalled, parked = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+local caller, key, id, fp = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+local lease, ttl, point = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7]), ARGV[a + 10]
+local resume = false
+if ARGV[a + 8] == '1' then resume = ARGV[a + 9] end
+local v, pm = load(rec)
 if v then
-	same(v, ARGV[2], ARGV[3])
+	same(v, caller, key)
 	if tonumber(v[EX]) > now then
-		if v[FP] ~= ARGV[5] then return flat('m', v) end
+		if v[FP] ~= fp then return flat('m', v) end
 		if v[ST] == '2' then return flat('c', v) end
 		if tonumber(v[LU]) > now then
 			-- Held by another execution: a claim with a point gives it
 			-- (and its resume, if it has none) to a record without one,
 			-- and leaves the execution to its holder.
-			if v[PT] == '' and ARGV[10] ~= '' then
-				v[PT] = ARGV[10]
-				if v[RM] == '' and ARGV[8] == '1' then v[RM] = ARGV[9] end
-				redis.call('HSET', KEYS[1], 'pt', v[PT], 'rm', v[RM])
-				index(KEYS[3], v, ARGV[4])
+			if v[PT] == '' and point ~= '' then
+				v[PT] = point
+				if v[RM] == '' and resume then v[RM] = resume end
+				redis.call('HSET', rec, 'pt', v[PT], 'rm', v[RM])
+				index(stalled, v, id)
 			end
 			return flat('p', v)
 		end
 		v[AT] = fmt(tonumber(v[AT]) + 1)
-		v[LU] = fmt(now + tonumber(ARGV[6]))
-		if v[PK] ~= '' then
-			unpark(KEYS[1], KEYS[4])
-			v[PK] = ''
-		end
-		if ARGV[8] == '1' then v[RM] = ARGV[9] end
-		if v[PT] == '' then v[PT] = ARGV[10] end
-		redis.call('HSET', KEYS[1], 'at', v[AT], 'lu', v[LU], 'pk', '', 'rm', v[RM], 'pt', v[PT])
-		index(KEYS[3], v, ARGV[4])
+		v[LU] = fmt(now + lease)
+		unpark(rec, parked, pm)
+		v[PK] = ''
+		if resume then v[RM] = resume end
+		if v[PT] == '' then v[PT] = point end
+		redis.call('HSET', rec, 'at', v[AT], 'lu', v[LU], 'pk', '', 'rm', v[RM], 'pt', v[PT])
+		index(stalled, v, id)
 		return flat('t', v)
 	end
-	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+	forget(rec, exp, stalled, parked, id, pm)
 end
--- A new record, with a generation this shard never gave: above the last one
--- given, and never below the clock, so that it stays above every generation
--- given before even if the counter was lost (a restart without persistence).
-local g = tonumber(redis.call('GET', KEYS[5]) or '0') + 1
-if g < now then g = now end
-redis.call('SET', KEYS[5], fmt(g))
-local resume = ''
-if ARGV[8] == '1' then resume = ARGV[9] end
-v = {ARGV[2], ARGV[3], ARGV[5], '1', '1', fmt(g), fmt(now + tonumber(ARGV[6])), ARGV[10], '', '', resume, '',
-	fmt(now), fmt(now + tonumber(ARGV[7]))}
-local fields = {}
-for i = 1, #F do
-	fields[2 * i - 1] = F[i]
-	fields[2 * i] = v[i]
+-- A new record. Its empty fields (recovery data, response, parked reason,
+-- and the point and resume when it has none) are not written: every
+-- version reads a missing field as empty.
+local g = fmt(new_gen(KEYS[k + 5], now))
+local lu, ex = fmt(now + lease), fmt(now + ttl)
+local ca = fmt(now)
+local fields = {'c', caller, 'k', key, 'fp', fp, 'st', '1', 'at', '1', 'g', g, 'lu', lu, 'ca', ca, 'ex', ex}
+if point ~= '' then
+	fields[19] = 'pt'
+	fields[20] = point
 end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('ZADD', KEYS[2], v[EX], ARGV[4])
-index(KEYS[3], v, ARGV[4])
+if resume and resume ~= '' then
+	fields[#fields + 1] = 'rm'
+	fields[#fields + 1] = resume
+end
+redis.call('HSET', rec, unpack(fields))
+redis.call('ZADD', exp, ex, id)
+-- A begun record goes in the stalled set. One without a point is not in
+-- it: the record did not exist (forget dropped an expired one's entry),
+-- and an entry left by a hash gone some other way (Redis's own expiry
+-- below) is dropped by TakeOverStalled, as any entry that no longer
+-- belongs.
+if point ~= '' then redis.call('ZADD', stalled, lu, id) end
 -- Redis drops the hash by itself a day after it expired, should no sweeper
 -- ever run; the sweeper removes it (and its index entries) before that.
-redis.call('PEXPIREAT', KEYS[1], math.ceil((now + tonumber(ARGV[7]) - tonumber(ARGV[1])) / 1000) + 86400000)
-return flat('n', v)
+redis.call('PEXPIREAT', rec, fmt(math.ceil((now + ttl - tonumber(ARGV[1])) / 1000) + 86400000))
+return {'n', g, ca}
 end
 `
 
@@ -173,19 +247,21 @@ return flat('', v)
 // record whose attempt and generation are ARGV[5] and ARGV[6], or nil.
 const fenced = prelude + fencedFunc + `
 local now = now_us()
-local v = fenced(KEYS, ARGV, now)
+local v, pm = fenced(KEYS, ARGV, 0, 0, now)
 if not v then return 0 end
 `
 
-// fencedFunc is the fence check as a function of the script's KEYS, ARGV
-// and the time.
+// fencedFunc is the fence check as a function of the script's KEYS, ARGV,
+// the offsets of the write's keys and arguments in them (as claimFunc's)
+// and the time: it returns the record (the fields of FENCE) and its
+// parked-set member, as load_fence.
 const fencedFunc = `
-local function fenced(KEYS, ARGV, now)
-	local v = load(KEYS[1])
+local function fenced(KEYS, ARGV, k, a, now)
+	local v, pm = load_fence(KEYS[k + 1])
 	if not v then return nil end
-	same(v, ARGV[2], ARGV[3])
-	if v[ST] ~= '1' or v[AT] ~= ARGV[5] or v[G] ~= ARGV[6] or tonumber(v[EX]) <= now then return nil end
-	return v
+	same(v, ARGV[a + 2], ARGV[a + 3])
+	if v[ST] ~= '1' or v[AT] ~= ARGV[a + 5] or v[G] ~= ARGV[a + 6] or tonumber(v[EX]) <= now then return nil end
+	return v, pm
 end
 `
 
@@ -208,16 +284,16 @@ return 1
 `
 	// ARGV[7] response. The parked reason stays, as in every store.
 	completeScript = prelude + fencedFunc + completeFunc + `
-return complete(KEYS, ARGV, now_us())
+return complete(KEYS, ARGV, 0, 0, now_us())
 `
 	releaseScript = fenced + `
-forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], pm)
 return 1
 `
 	// A record with a recovery point is kept, its lease ended.
 	releaseUnstartedScript = fenced + `
 if v[PT] == '' then
-	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+	forget(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[4], pm)
 	return 1
 end
 v[LU] = fmt(now)
@@ -237,16 +313,31 @@ return 1
 )
 
 // completeFunc is the complete script's body as a function of its KEYS,
-// ARGV and the time, shared by the complete script and the batch complete
+// ARGV, the offsets of the completion's keys and arguments in them (as
+// claimFunc's) and the time, shared by the complete script and the batch complete
 // script.
 const completeFunc = `
-local function complete(KEYS, ARGV, now)
-	local v = fenced(KEYS, ARGV, now)
+local function complete(KEYS, ARGV, k, a, now)
+	local v, pm = fenced(KEYS, ARGV, k, a, now)
 	if not v then return 0 end
+	local rec, response = KEYS[k + 1], ARGV[a + 7]
+	-- index would take it out of the stalled set, where it is only if it
+	-- began and is not parked.
+	if v[PT] ~= '' and v[PK] == '' then redis.call('ZREM', KEYS[k + 3], ARGV[a + 4]) end
 	v[ST] = '2'
-	redis.call('HSET', KEYS[1], 'st', '2', 'rs', ARGV[7], 'rm', '')
-	index(KEYS[3], v, ARGV[4])
-	unpark(KEYS[1], KEYS[4])
+	-- The response of an in-progress record is empty, if written at all:
+	-- an empty one needs no writing, nor does clearing an empty resume.
+	local fields = {'st', '2'}
+	if response ~= '' then
+		fields[3] = 'rs'
+		fields[4] = response
+	end
+	if v[RM] ~= '' then
+		fields[#fields + 1] = 'rm'
+		fields[#fields + 1] = ''
+	end
+	redis.call('HSET', rec, unpack(fields))
+	unpark(rec, KEYS[k + 4], pm)
 	return 1
 end
 `
@@ -343,7 +434,7 @@ for i = 4, #KEYS do
 		if redis.call('ZREM', KEYS[1], id) == 1 then n = n + 1 end
 		redis.call('ZREM', KEYS[2], id)
 	elseif tonumber(ex) <= now then
-		forget(KEYS[i], KEYS[1], KEYS[2], KEYS[3], id)
+		forget(KEYS[i], KEYS[1], KEYS[2], KEYS[3], id, redis.call('HGET', KEYS[i], 'pm'))
 		n = n + 1
 	end
 end

@@ -87,13 +87,20 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	}
 	res, err := claimLua.Run(ctx, s.rdb, []string{k.record(id), k.exp, k.stalled, k.parked, k.gen},
 		s.shiftArg(), req.Caller, req.Key, id, req.Fingerprint, micros(req.Lease), micros(req.TTL), hasResume, req.Resume, req.Point).Slice()
-	return parseClaim(res, err)
+	return parseClaim(req, res, err)
 }
 
-// parseClaim reads the reply of the claim script.
-func parseClaim(res []any, err error) (idempotency.Claim, error) {
+// parseClaim reads the reply of the claim script to req.
+func parseClaim(req idempotency.ClaimRequest, res []any, err error) (idempotency.Claim, error) {
 	if err != nil {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", classify(err))
+	}
+	if len(res) == 3 && res[0] == "n" {
+		rec, err := createdRecord(req, res[1], res[2])
+		if err != nil {
+			return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		return idempotency.Claim{Outcome: idempotency.ClaimCreated, Record: rec}, nil
 	}
 	if len(res) != 1+recordFields {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: %d values in the reply", len(res))
@@ -104,8 +111,6 @@ func parseClaim(res []any, err error) (idempotency.Claim, error) {
 	}
 	var out idempotency.ClaimOutcome
 	switch res[0] {
-	case "n":
-		out = idempotency.ClaimCreated
 	case "t":
 		out = idempotency.ClaimTakenOver
 	case "p":
@@ -118,6 +123,38 @@ func parseClaim(res []any, err error) (idempotency.Claim, error) {
 		return idempotency.Claim{}, fmt.Errorf("redisstore: claim: outcome %q", res[0])
 	}
 	return idempotency.Claim{Outcome: out, Record: rec}, nil
+}
+
+// createdRecord is the record the claim script created for req, given the
+// generation and the time of creation (microseconds) it replied: the rest
+// is the request's, as the script wrote it.
+func createdRecord(req idempotency.ClaimRequest, gen, now any) (idempotency.Record, error) {
+	g, err := parseInt(gen)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("a malformed generation: %w", err)
+	}
+	at, err := parseInt(now)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("a malformed creation time: %w", err)
+	}
+	return idempotency.Record{
+		Caller: req.Caller, Key: req.Key, Fingerprint: req.Fingerprint,
+		State: idempotency.StateInProgress, Attempt: 1, Generation: g,
+		LockedUntil:   time.UnixMicro(at + req.Lease.Microseconds()),
+		RecoveryPoint: req.Point,
+		Resume:        bytesOrNil(string(req.Resume)),
+		CreatedAt:     time.UnixMicro(at),
+		ExpiresAt:     time.UnixMicro(at + req.TTL.Microseconds()),
+	}, nil
+}
+
+// parseInt reads an integer a script replied as a string.
+func parseInt(v any) (int64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("a reply of %T", v)
+	}
+	return strconv.ParseInt(s, 10, 64)
 }
 
 // Get returns the live record for (caller, key), or idempotency.ErrNotFound.
