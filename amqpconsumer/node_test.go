@@ -28,7 +28,7 @@ type rabbitNode struct {
 }
 
 // rabbitBin is where Debian's package keeps the commands that run a node
-// as the calling user (its /usr/sbin wrappers switch to the rabbitmq user).
+// as the calling user (its packaged wrappers switch to the rabbitmq user).
 const rabbitBin = "/usr/lib/rabbitmq/bin"
 
 // rabbitCommand finds one of RabbitMQ's commands.

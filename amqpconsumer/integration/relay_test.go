@@ -48,7 +48,7 @@ func newOutbox(t *testing.T) (*pgstore.Store, *pgxpool.Pool, string) {
 	require.NoError(t, err)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		t.Fatalf("the outbox tests need PostgreSQL at %s (EXACTLYONCE_PG_DSN): %v\nstart it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", pgDSN(), err)
+		t.Fatalf("the outbox tests need PostgreSQL at %s (EXACTLYONCE_PG_DSN): %v\nstart it (on Debian: pg_ctlcluster VERSION main start)", pgDSN(), err)
 	}
 	schema := strings.ReplaceAll(amqptest.UniqueName("eo_amqp"), "-", "_")
 	require.NoError(t, pgstore.Migrate(ctx, pool, schema))

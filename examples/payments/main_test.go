@@ -300,7 +300,7 @@ To start one: redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --s
 		}
 		if err != nil {
 			t.Fatalf(`this test needs MySQL or MariaDB at %s ($EXACTLYONCE_MYSQL_DSN, by default root@tcp(127.0.0.1:3306)/test), and could not use it: %v
-To start MariaDB: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`, cfg.MySQLDSN, err)
+To start MariaDB: start-stop-daemon --start --oknodo --background --exec "$(command -v mariadbd)"`, cfg.MySQLDSN, err)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\ngrpcretry's integration tests need PostgreSQL at $%s or\n"+
 			"postgres://postgres@127.0.0.1:5432/test (trust authentication, a database named test), and could not use it:\n\n    %v\n\n"+
-			"Start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n", dsnEnv, err)
+			"Start it (on Debian: pg_ctlcluster VERSION main start)\n", dsnEnv, err)
 		os.Exit(1)
 	}
 	_ = conn.Close(context.Background())

@@ -30,8 +30,8 @@ type mariadbServer struct {
 	cmd  *exec.Cmd
 }
 
-// mariadbd is where Debian installs the server.
-const mariadbd = "/usr/sbin/mariadbd"
+// mariadbd is the server's command, found on PATH.
+const mariadbd = "mariadbd"
 
 // startMariaDB makes a new data directory with mariadb-install-db (root
 // with no password) and starts mariadbd on it, durable as by default

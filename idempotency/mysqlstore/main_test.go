@@ -57,7 +57,7 @@ They connect to $%s, or by default to
 that is, a server on 127.0.0.1:3306 that lets root in with no password,
 with a database named "test". To start MariaDB on Debian or Ubuntu:
 
-    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+    start-stop-daemon --start --oknodo --background --exec "$(command -v mariadbd)"
     mariadb -uroot -e 'CREATE DATABASE IF NOT EXISTS test'
 
 or set %s to the DSN of another server. These tests fail, rather

@@ -51,7 +51,7 @@ type service struct {
 
 var services = []service{
 	{"pg", env("EXACTLYONCE_PG_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "127.0.0.1:5432", "PostgreSQL: pg_ctlcluster <version> main start"},
-	{"mysql", env("EXACTLYONCE_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test"), "127.0.0.1:3306", "MariaDB: start-stop-daemon --start --background --exec /usr/sbin/mariadbd"},
+	{"mysql", env("EXACTLYONCE_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/test"), "127.0.0.1:3306", "MariaDB: start-stop-daemon --start --background --exec \"$(command -v mariadbd)\""},
 	{"redis", env("EXACTLYONCE_REDIS_ADDR", "127.0.0.1:6379"), env("EXACTLYONCE_REDIS_ADDR", "127.0.0.1:6379"), "Redis: redis-server --daemonize yes"},
 }
 
