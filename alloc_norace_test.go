@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/exactlyonce/retry"
@@ -110,5 +111,50 @@ func TestTransportCostOverACustomBase(t *testing.T) {
 		}
 		plain := cost(&http.Client{Transport: base})
 		assert.Equal(t, plain+tc.more, cost(&http.Client{Transport: retry.NewTransport(base)}), tc.method)
+	}
+}
+
+// Without a deadline of the caller's, the Transport bounds every attempt
+// itself, and that costs fewer allocations over net/http than a plain
+// http.Client whose caller bounds the request by hand with
+// context.WithTimeout (a GET), or bounds it and keys it by hand (a POST,
+// which the Transport keys itself).
+func TestTransportBoundsAttemptsForLessThanBoundingByHand(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	payload := bytes.Repeat([]byte("x"), 1024)
+	for _, method := range []string{"GET", "POST"} {
+		cost := func(client *http.Client, byHand bool) float64 {
+			return testing.AllocsPerRun(1000, func() {
+				var req *http.Request
+				switch {
+				case !byHand:
+					req = costRequest(method, srv.URL, payload)
+				case method == "GET":
+					ctx, cancel := context.WithTimeout(context.Background(), retry.DefaultAttemptTimeout)
+					defer cancel()
+					req, _ = http.NewRequestWithContext(ctx, method, srv.URL, nil)
+				default:
+					ctx, cancel := context.WithTimeout(context.Background(), retry.DefaultAttemptTimeout)
+					defer cancel()
+					req, _ = http.NewRequestWithContext(ctx, method, srv.URL, bytes.NewReader(payload))
+					req.Header.Set("Idempotency-Key", `"`+uuid.NewString()+`"`)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			})
+		}
+		byHand := cost(&http.Client{Transport: base}, true)
+		ours := cost(&http.Client{Transport: retry.NewTransport(base)}, false)
+		t.Logf("%s: ours %v allocations, plain bounded by hand %v", method, ours, byHand)
+		assert.Less(t, ours, byHand, method)
 	}
 }

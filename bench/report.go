@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -307,7 +308,7 @@ How the figures were made (loopback, %s in all):
   "go test -bench Cost -benchmem" in this module gives the same figures. The plain client's own
   cost is %.0f ns (GET) and %.0f ns (POST) on loopback, %.0f ns and %.0f ns in memory. A request
   without a deadline gets a timer of exactlyonce's per attempt (no attempt waits forever: 30 s
-  for the response headers), a request with one does not.
+  for the response headers), a request with one does not. %s
 - **Retry-After**: a GET answered 503 with the header, then 200; honoured when the second
   attempt came at least %v later. 3600 s with 2 s left: "returns at once" hands the 503 back,
   "sleeps till the deadline" waits out the caller's deadline, "ignores it" retries at once.
@@ -345,7 +346,7 @@ How the figures were made (loopback, %s in all):
 %s`, res.Took.Round(time.Second),
 		s.DefaultsRequests, s.Callers, s.CallerRequests, s.DefaultsWindow, s.DefaultsRequestTimeout,
 		PolicyBase, PolicyCap, s.PolicyRequests, s.Callers, s.CallerRequests, s.PolicyRequestTimeout,
-		s.NestedRequests, s.NestedCallers, costRounds, plainCost(res, 0), plainCost(res, 1), plainCost(res, 4), plainCost(res, 5), retryAfterHonoured,
+		s.NestedRequests, s.NestedCallers, costRounds, plainCost(res, 0), plainCost(res, 1), plainCost(res, 4), plainCost(res, 5), boundedNote(res), retryAfterHonoured,
 		st.Rate, st.Offer, st.Outage, st.Bucket, st.Window, st.RequestTimeout,
 		s.SlowStorm.ServiceTime, s.SlowStorm.ServiceTime+s.SlowStorm.ServiceSpread,
 		s.Flap.Offer, s.Flap.FlapPeriod/2, s.Flap.FlapPeriod/2, s.Flap.Outage,
@@ -430,4 +431,47 @@ func plainOf(res Results) LibResult {
 		}
 	}
 	return LibResult{}
+}
+
+// boundedNote compares exactlyonce without a deadline, which bounds every
+// attempt itself, with the plain client whose requests carry a deadline:
+// what a caller pays to bound a request by hand. Empty when costs were
+// not measured.
+func boundedNote(res Results) string {
+	plain := plainOf(res)
+	var ours LibResult
+	for _, r := range res.Libs {
+		if r.Library.Name == "exactlyonce" {
+			ours = r
+		}
+	}
+	if len(plain.Costs) < len(CostCases) || len(ours.Costs) < len(CostCases) {
+		return ""
+	}
+	// vs is ours without a deadline against plain with one; added is what
+	// the deadline adds to the plain client's allocations.
+	vs := func(method string, loopback bool) string {
+		return costCell(ours.Costs[costIndex(method, loopback, false)], plain.Costs[costIndex(method, loopback, true)])
+	}
+	added := func(loopback bool) int64 {
+		return plain.Costs[costIndex(http.MethodGet, loopback, true)].AllocsPerOp -
+			plain.Costs[costIndex(http.MethodGet, loopback, false)].AllocsPerOp
+	}
+	return fmt.Sprintf(`Against the plain client bounding each request by hand (the same
+  requests with a 5 s deadline, which cost it %+d allocations for a GET on loopback and %+d in
+  memory), exactlyonce without a deadline costs %s (GET) and %s (POST, which it also keys) on
+  loopback, %s and %s in memory.`,
+		added(true), added(false), vs(http.MethodGet, true), vs(http.MethodPost, true),
+		vs(http.MethodGet, false), vs(http.MethodPost, false))
+}
+
+// costIndex is the index in CostCases of the case with method, over
+// loopback or in memory, with a deadline or without.
+func costIndex(method string, loopback, deadline bool) int {
+	for i, cc := range CostCases {
+		if cc.Method == method && cc.Loopback == loopback && cc.Deadline == deadline {
+			return i
+		}
+	}
+	panic("bench: no cost case " + method)
 }

@@ -82,3 +82,30 @@ func TestNiceScale(t *testing.T) {
 		}
 	}
 }
+
+// The note on bounding by hand sets ours without a deadline against the
+// plain client with one, case by case.
+func TestBoundedNote(t *testing.T) {
+	costs := func(ns ...float64) []Cost {
+		c := make([]Cost, len(ns))
+		for i, n := range ns {
+			c[i] = Cost{NsPerOp: n, AllocsPerOp: int64(n)}
+		}
+		return c
+	}
+	// In CostCases' order: loopback GET, POST, both with a deadline; then
+	// the same in memory.
+	res := Results{Libs: []LibResult{
+		{Library: Library{Name: "exactlyonce", Retries: true}, Costs: costs(40, 50, 40, 50, 12, 18, 15, 22)},
+		{Library: Library{Name: "plain http.Client"}, Costs: costs(30, 40, 40, 44, 10, 14, 16, 20)},
+	}}
+	got := boundedNote(res)
+	for _, want := range []string{"+10 allocations for a GET on loopback and +6 in", "1.0x (+0) (GET) and 1.1x (+6) (POST", "0.8x (-4) and 0.9x (-2) in memory"} {
+		if !strings.Contains(strings.Join(strings.Fields(got), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("the note %q lacks %q", got, want)
+		}
+	}
+	if boundedNote(Results{}) != "" {
+		t.Error("a note without costs")
+	}
+}
