@@ -9,20 +9,21 @@ import (
 // WriteMarkdown writes the results as a Markdown table, then how they were
 // made.
 func WriteMarkdown(w io.Writer, s Settings, res []Result, took time.Duration) {
-	fmt.Fprintf(w, "| store | keyed requests/s through the Middleware, first executions | replays | round trips per first execution / per replay | the store's limit: claim+complete/s alone | first executions vs the limit |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| store | keyed requests/s through the Middleware, first executions | replays | round trips per first execution / per replay | the store's limit: claim+complete/s alone | first executions vs the limit | the machine's CPU busy: first executions / the limit |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|\n")
 	for _, r := range res {
 		if r.Err != nil {
-			fmt.Fprintf(w, "| %s | failed: %v | | | | |\n", r.Backend, r.Err)
+			fmt.Fprintf(w, "| %s | failed: %v | | | | | |\n", r.Backend, r.Err)
 			continue
 		}
-		trips, limit, ratio := "0 / 0 (in memory)", "n/a", "n/a"
+		trips, limit, ratio, busy := "0 / 0 (in memory)", "n/a", "n/a", busyCell(r.FirstBusy)
 		if r.LimitHow != "" {
 			trips = fmt.Sprintf("%.2f / %.2f", r.FirstTrips, r.ReplayTrips)
 			limit = fmt.Sprintf("%.0f", r.LimitPerSec)
 			ratio = fmt.Sprintf("%.2fx", r.Ratio())
+			busy += " / " + busyCell(r.LimitBusy)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s |\n", r.Backend, r.FirstPerSec, r.ReplayPerSec, trips, limit, ratio)
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s | %s |\n", r.Backend, r.FirstPerSec, r.ReplayPerSec, trips, limit, ratio, busy)
 	}
 	fmt.Fprintf(w, "\nHow the figures were made (loopback, %v in all, one run):\n\n", took.Round(time.Second))
 	fmt.Fprintf(w, "- **Through the Middleware**: %d clients at once send keyed POSTs over loopback HTTP (keep-alive) to a\n", s.Clients)
@@ -39,4 +40,15 @@ func WriteMarkdown(w io.Writer, s Settings, res []Result, took time.Duration) {
 		}
 	}
 	fmt.Fprintf(w, "  the ratio is first executions through the Middleware over it (aim: 0.7x or more).\n")
+	fmt.Fprintf(w, "- **CPU busy**: the share of the whole machine's CPU time (every core, every process: the client,\n")
+	fmt.Fprintf(w, "  the server and the database alike) that was not idle while the phase ran, from /proc/stat. Well\n")
+	fmt.Fprintf(w, "  below 100%%, the phase waited on something other than the CPU.\n")
+}
+
+// busyCell renders a share of the machine's CPU.
+func busyCell(share float64) string {
+	if share < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*share)
 }

@@ -87,6 +87,10 @@ type Result struct {
 	// none); LimitHow says how it was measured.
 	LimitPerSec float64
 	LimitHow    string
+	// FirstBusy and LimitBusy are the share of the machine's CPU that was
+	// busy while first executions, and the limit, were measured (-1: not
+	// known). Well below 1, the phase waited on something other than CPU.
+	FirstBusy, LimitBusy float64
 	// Err says why the backend could not be measured.
 	Err error
 }
@@ -149,12 +153,16 @@ func measure(ctx context.Context, s Settings, b Backend) Result {
 		return post(client, srv.URL, "replay-"+strconv.FormatInt(i%int64(s.Replays), 10))
 	}
 	var (
-		first, replays phase
-		limitN         float64
-		limitTime      time.Duration
+		first, replays       phase
+		limitN               float64
+		limitTime            time.Duration
+		firstBusy, limitBusy busyMeter
 	)
 	for range s.Rounds {
-		if err := first.run(ctx, s, func(int64) error { return firstExecution() }); err != nil {
+		firstBusy.begin()
+		err := first.run(ctx, s, func(int64) error { return firstExecution() })
+		firstBusy.end()
+		if err != nil {
 			res.Err = err
 			return res
 		}
@@ -163,7 +171,9 @@ func measure(ctx context.Context, s Settings, b Backend) Result {
 			return res
 		}
 		if o.Limit != nil {
+			limitBusy.begin()
 			perSec, err := o.Limit(ctx, s.Clients, s.Phase)
+			limitBusy.end()
 			if err != nil {
 				res.Err = fmt.Errorf("limit: %w", err)
 				return res
@@ -173,6 +183,7 @@ func measure(ctx context.Context, s Settings, b Backend) Result {
 		}
 	}
 	res.FirstPerSec, res.ReplayPerSec = first.perSec(), replays.perSec()
+	res.FirstBusy, res.LimitBusy = firstBusy.share(), limitBusy.share()
 	if res.FirstTrips, err = tripsPer(rt, s.Counted, func(int64) error { return firstExecution() }); err != nil {
 		res.Err = err
 		return res
