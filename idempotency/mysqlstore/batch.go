@@ -159,7 +159,8 @@ func (s *Store) createMany(ctx context.Context, now int64, reqs []idempotency.Cl
 
 // BeginBatch opens a batch of completions. Commit stores the outcomes of
 // the executions that wrote nothing locally in one fenced UPDATE,
-// committed on its own (see completeMany).
+// committed on its own (see completeMany; a record completed twice in the
+// batch, by a stale and a live execution, takes one more).
 // An execution that writes locally has its own transaction (see TxFrom),
 // committed with its outcome at its Complete, as without a batch: a
 // transaction shared by many executions could not keep the rule that a
@@ -193,7 +194,9 @@ func (b *myBatch) Begin(ctx context.Context, f idempotency.Fence) (idempotency.T
 	return &batchMember{completionTx: completionTx{f: f, tx: &Tx{s: b.s}}, b: b}, nil
 }
 
-// Commit stores the pending outcomes whose fence holds, in one transaction.
+// Commit stores the pending outcomes whose fence holds, in one fenced
+// UPDATE committed on its own (one more for each further completion of a
+// record that the batch completes more than once).
 func (b *myBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -206,23 +209,67 @@ func (b *myBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 	if len(pending) == 0 {
 		return results, nil
 	}
-	stored, err := b.completeMany(ctx, pending)
+	// Each UPDATE commits on its own: when one fails after another
+	// committed, the results say which outcomes were stored, and Commit
+	// does not fail as a whole.
+	stored := make(map[idempotency.Fence]bool, len(pending))
+	answered := make(map[idempotency.Fence]bool, len(pending))
+	var err error
+	for rest := pending; len(rest) > 0; {
+		var round []completion
+		round, rest = distinctRecords(rest)
+		if err = b.completeMany(ctx, round, stored); err != nil {
+			break
+		}
+		for _, c := range round {
+			answered[c.f] = true
+		}
+	}
 	for _, c := range pending {
-		cerr := err
-		if err == nil && !stored[c.f] {
+		var cerr error
+		switch {
+		case stored[c.f]:
+		case answered[c.f]:
 			cerr = idempotency.ErrLeaseLost
+		default:
+			cerr = err
 		}
 		results = append(results, idempotency.BatchResult{Fence: c.f, Err: cerr})
+	}
+	if len(answered) > 0 {
+		return results, nil
 	}
 	return results, err
 }
 
-// completeMany stores the outcomes of pending whose fence holds, in one
-// fenced UPDATE committed on its own (one round trip), and returns their
-// fences. When it changed fewer records than it was given, the records
-// are read to tell which: one completed with its fence was completed by
-// this update, since only the fence's holder completes it.
-func (b *myBatch) completeMany(ctx context.Context, pending []completion) (map[idempotency.Fence]bool, error) {
+// distinctRecords splits pending into the first completion of each record
+// and the rest, in their order: one UPDATE completes each record once (its
+// CASEs on id take the first completion of an id), so two completions of
+// one record (an execution that outlived its lease and the one that took
+// over) go in UPDATEs one after the other.
+func distinctRecords(pending []completion) (round, rest []completion) {
+	seen := make(map[recordKey]bool, len(pending))
+	for _, c := range pending {
+		k := recordKey{c.f.Caller, c.f.Key}
+		if seen[k] {
+			rest = append(rest, c)
+			continue
+		}
+		seen[k] = true
+		round = append(round, c)
+	}
+	return round, rest
+}
+
+// completeMany stores the outcomes of pending (one per record) whose fence
+// holds, in one fenced UPDATE committed on its own (one round trip), and
+// adds their fences to stored. When it changed fewer records than it was
+// given, the records are read to tell which: one completed with its fence
+// and with the outcome given was completed by this update, unless an
+// earlier completion of the same execution had stored that very outcome
+// (a retry of one whose answer was lost), which stored what this one
+// would have.
+func (b *myBatch) completeMany(ctx context.Context, pending []completion, stored map[idempotency.Fence]bool) error {
 	s := b.s
 	ids := make([]any, len(pending))
 	var responses, fences strings.Builder
@@ -242,45 +289,46 @@ func (b *myBatch) completeMany(ctx context.Context, pending []completion) (map[i
 	query := s.q.completeMany[0] + responses.String() + s.q.completeMany[1] + list + s.q.completeMany[2] + fences.String() + " END"
 	res, err := s.db.ExecContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
+		return fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: batch commit: %w", err)
+		return fmt.Errorf("mysqlstore: batch commit: %w", err)
 	}
-	stored := make(map[idempotency.Fence]bool, len(pending))
 	if n == int64(len(pending)) {
 		for _, c := range pending {
 			stored[c.f] = true
 		}
-		return stored, nil
+		return nil
 	}
-	byID := make(map[string]idempotency.Fence, len(pending))
+	byID := make(map[string]completion, len(pending))
 	for i, c := range pending {
-		byID[string(ids[i].([]byte))] = c.f
+		byID[string(ids[i].([]byte))] = c
 	}
 	rows, err := s.db.QueryContext(ctx, s.q.completeRead+list, ids...)
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
+		return fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			id, caller, key             []byte
+			id, caller, key, response   []byte
 			attempt, generation, status int64
 		)
-		if err := rows.Scan(&id, &caller, &key, &attempt, &generation, &status); err != nil {
-			return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
+		if err := rows.Scan(&id, &caller, &key, &attempt, &generation, &status, &response); err != nil {
+			return fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 		}
-		f, ok := byID[string(id)]
-		if ok && status == 2 && f.Caller == string(caller) && f.Key == string(key) && f.Attempt == attempt && f.Generation == generation {
+		c, ok := byID[string(id)]
+		f := c.f
+		if ok && status == 2 && f.Caller == string(caller) && f.Key == string(key) && f.Attempt == attempt && f.Generation == generation &&
+			bytes.Equal(response, c.response) {
 			stored[f] = true
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
+		return fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 	}
-	return stored, nil
+	return nil
 }
 
 // Close ends the batch; outcomes not committed are not stored.

@@ -131,7 +131,7 @@ func buildQueries(prefix string) queries {
 	head, row, _ := strings.Cut(q.insert, "VALUES ")
 	q.insertHead, q.insertRow = head+"VALUES ", row
 	// Arguments: the ids. What became of records a batch completed.
-	q.completeRead = "SELECT id, caller, `key`, attempt, generation, status FROM @keys WHERE id IN "
+	q.completeRead = "SELECT id, caller, `key`, attempt, generation, status, response FROM @keys WHERE id IN "
 	// The fenced update of many records: the response's CASE on id goes
 	// after the first part (WHEN id THEN response, ...), the shift and
 	// the list of ids after the second, and the fence's CASE on id after

@@ -104,7 +104,7 @@ func (b *pgBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 		callers[i], keys[i], responses[i] = []byte(c.f.Caller), []byte(c.f.Key), c.response
 		attempts[i], generations[i] = c.f.Attempt, c.f.Generation
 	}
-	stored := make(map[recordKey]bool, n)
+	stored := make(map[idempotency.Fence]bool, n)
 	completeArgs := []any{callers, keys, attempts, responses, generations, b.s.now()}
 	readInto := func(rows pgx.Rows) error { return readStored(rows, nil, stored) }
 	var err error
@@ -136,7 +136,7 @@ func (b *pgBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 	}
 	for _, c := range pending {
 		var cerr error
-		if !stored[recordKey{c.f.Caller, c.f.Key}] {
+		if !stored[c.f] {
 			cerr = idempotency.ErrLeaseLost
 		}
 		results = append(results, idempotency.BatchResult{Fence: c.f, Err: cerr})
@@ -150,19 +150,25 @@ func (b *pgBatch) Commit(ctx context.Context) ([]idempotency.BatchResult, error)
 // recordKey is a record's caller and key.
 type recordKey struct{ caller, key string }
 
-// readStored reads the records the set-based completion stored (rows, or
-// the query's error) into stored.
-func readStored(rows pgx.Rows, err error, stored map[recordKey]bool) error {
+// readStored reads the fences of the records the set-based completion
+// stored (rows, or the query's error) into stored. A fence, not the key
+// alone: of two completions of one key in a batch (an execution that
+// outlived its lease and the one that took over), only the one whose
+// fence holds is stored.
+func readStored(rows pgx.Rows, err error, stored map[idempotency.Fence]bool) error {
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var caller, key []byte
-		if err := rows.Scan(&caller, &key); err != nil {
+		var (
+			caller, key         []byte
+			attempt, generation int64
+		)
+		if err := rows.Scan(&caller, &key, &attempt, &generation); err != nil {
 			return err
 		}
-		stored[recordKey{string(caller), string(key)}] = true
+		stored[idempotency.Fence{Caller: string(caller), Key: string(key), Attempt: attempt, Generation: generation}] = true
 	}
 	return rows.Err()
 }

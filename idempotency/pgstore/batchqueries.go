@@ -54,7 +54,8 @@ UNION ALL
 SELECT false, @cols FROM cur WHERE settled AND NOT markable`),
 
 		// The fenced update of Complete, for many fences at once; the
-		// records it completed are returned, the others lost their fence.
+		// fences of the records it completed are returned, the others
+		// lost theirs.
 		// The expiry is tested as a difference, which no index serves, so
 		// that the records are found by their key (see indexLookups), not
 		// by a scan of the expiry index over every live record.
@@ -63,6 +64,6 @@ SET status = 2, response = u.response, resume = NULL
 FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bytea[], $5::bigint[]) AS u(caller, key, attempt, response, generation)
 WHERE k.key_hash = sha256(sha256(u.caller) || u.key) AND k.caller = u.caller AND k.key = u.key
 	AND k.attempt = u.attempt AND k.generation = u.generation AND k.status = 1 AND k.expires_at - @now6 > interval '0'
-RETURNING k.caller, k.key`),
+RETURNING k.caller, k.key, k.attempt, k.generation`),
 	}
 }

@@ -201,6 +201,8 @@ var cases = []struct {
 	{"BatchClaimRace", testBatchClaimRace},
 	{"BatchCommit", testBatchCommit},
 	{"BatchLostLease", testBatchLostLease},
+	{"BatchOneRecordTwice", testBatchOneRecordTwice},
+	{"BatchCompletedAgain", testBatchCompletedAgain},
 	{"BatchClose", testBatchClose},
 	{"BatchFailedStatement", testBatchFailedStatement},
 	{"BatchLastClaimMarks", testBatchLastClaimMarks},

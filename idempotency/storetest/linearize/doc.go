@@ -16,15 +16,22 @@
 // at once on a few keys: claims (with two fingerprints, with and without a
 // stored request), recovery points, completions, releases and parks with the
 // fences they got (fresh, long stale, or forged), reads, takeovers of
-// stalled executions, lists of parked ones and sweeps. The clock moves
-// between epochs of calls, past leases and TTLs, while some clients sit out
-// whole epochs holding their fences, as paused owners do. Every call and its
-// result is recorded and the history checked, key by key, against the model:
-// claims that create, take over or report exactly as the record stands;
-// fenced writes that apply exactly while their fence holds; a generation
-// never given twice to a key; takeovers of stalled executions only when they
-// are stalled; parked records listed exactly while they are parked; times
-// from the store's clock.
+// stalled executions, lists of parked ones and sweeps; on a store that is an
+// idempotency.BatchStore, also batches of claims (ClaimBatch, a key
+// sometimes twice in one) and of completions (BeginBatch, Begin, Complete,
+// Commit, with fences fresh, stale or forged, two of one key in a batch at
+// times), among the single calls on the same keys. A batch promises no
+// atomicity across its members: each member is checked as a call of its own
+// on its key, placed anywhere between the batch's start and its return, with
+// the result the batch gave it. The clock moves between epochs of calls,
+// past leases and TTLs, while some clients sit out whole epochs holding
+// their fences, as paused owners do. Every call and its result is recorded
+// and the history checked, key by key, against the model: claims that
+// create, take over or report exactly as the record stands; fenced writes
+// that apply exactly while their fence holds; a generation never given twice
+// to a key; takeovers of stalled executions only when they are stalled;
+// parked records listed exactly while they are parked; times from the
+// store's clock.
 //
 // A history that is not linearizable fails the test and is written out for
 // a person to read: history.txt (for each key that fails, the longest order

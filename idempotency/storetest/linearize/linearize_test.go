@@ -63,36 +63,47 @@ func TestBrokenStoresAreCaught(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			// The interleaving is the scheduler's: a few seeds, so that a
-			// run whose calls happened never to meet the bug cannot pass
-			// for a miss of the checker.
-			for seed := uint64(1); seed <= 5; seed++ {
+			expectCaught(t, func(t *testing.T) storetest.Harness {
 				h := memoryHarness(t)
 				h.Store = wrap(h.Store)
-				dir := filepath.Join(t.TempDir(), "report")
-				res := check(t.Context(), Config{Seed: seed, Dir: dir}.withDefaults(), h)
-				if res.err == nil {
-					continue
-				}
-				if !strings.Contains(res.err.Error(), "is not linearizable") {
-					t.Fatalf("seed %d: the check failed otherwise: %v", seed, res.err)
-				}
-				text, err := os.ReadFile(filepath.Join(dir, "history.txt"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !strings.Contains(string(text), "not linearizable") || !strings.Contains(string(text), "longest linearization") {
-					t.Fatalf("history.txt does not say what failed:\n%s", text)
-				}
-				if html, err := os.Stat(filepath.Join(dir, "history.html")); err != nil || html.Size() == 0 {
-					t.Fatalf("no visualization: %v", err)
-				}
-				if !strings.Contains(res.err.Error(), dir) {
-					t.Fatalf("the failure does not name where the history is: %v", res.err)
-				}
-				return
-			}
-			t.Fatal("the checker accepted the histories of a store that does not fence, five seeds running")
+				return h
+			})
 		})
 	}
+}
+
+// expectCaught checks that the checker finds the store that newHarness
+// builds not linearizable, and writes the history out where a person can
+// read it.
+func expectCaught(t *testing.T, newHarness func(*testing.T) storetest.Harness) {
+	t.Helper()
+	// The interleaving is the scheduler's: a few seeds, so that a run whose
+	// calls happened never to meet the bug cannot pass for a miss of the
+	// checker.
+	for seed := uint64(1); seed <= 5; seed++ {
+		h := newHarness(t)
+		dir := filepath.Join(t.TempDir(), "report")
+		res := check(t.Context(), Config{Seed: seed, Dir: dir}.withDefaults(), h)
+		if res.err == nil {
+			continue
+		}
+		if !strings.Contains(res.err.Error(), "is not linearizable") {
+			t.Fatalf("seed %d: the check failed otherwise: %v", seed, res.err)
+		}
+		text, err := os.ReadFile(filepath.Join(dir, "history.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(text), "not linearizable") || !strings.Contains(string(text), "longest linearization") {
+			t.Fatalf("history.txt does not say what failed:\n%s", text)
+		}
+		if html, err := os.Stat(filepath.Join(dir, "history.html")); err != nil || html.Size() == 0 {
+			t.Fatalf("no visualization: %v", err)
+		}
+		if !strings.Contains(res.err.Error(), dir) {
+			t.Fatalf("the failure does not name where the history is: %v", res.err)
+		}
+		return
+	}
+	t.Fatal("the checker accepted the histories of a broken store, five seeds running")
 }

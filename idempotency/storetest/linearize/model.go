@@ -59,6 +59,10 @@ type input struct {
 	Attempt, Generation int64 // the fence of a fenced write
 
 	Point, Data, Response, Reason string
+
+	// Batch names the batch the call was a member of (client-step), or
+	// is empty for a call alone.
+	Batch string
 }
 
 // Results of a call other than success.
@@ -280,6 +284,9 @@ func (c checker) describe(in input, out output) string {
 		fmt.Fprintf(&b, ", fence %d/%d, reason %q", in.Attempt, in.Generation, in.Reason)
 	case opStalled:
 		fmt.Fprintf(&b, ", lease %s", minutes(in.Lease))
+	}
+	if in.Batch != "" {
+		fmt.Fprintf(&b, ", in batch %s", in.Batch)
 	}
 	b.WriteString(") -> ")
 	switch {

@@ -55,13 +55,13 @@ func (c Config) withDefaults() Config {
 
 // Run checks that the store newHarness builds is linearizable: many clients
 // call it at once (claims, recovery points, completions, releases, parks,
-// reads, takeovers of stalled executions, lists of parked ones, sweeps) on a
-// few keys, with fences fresh and stale, some clients sitting out whole
-// epochs past their leases while the clock moves between epochs, and the
-// history of calls and results is checked with porcupine against a
-// sequential model of one record. A history that is not linearizable fails
-// the test, with the path of a text log and porcupine's HTML visualization
-// of it.
+// reads, takeovers of stalled executions, lists of parked ones, sweeps, and
+// on a BatchStore batches of claims and of completions) on a few keys, with
+// fences fresh and stale, some clients sitting out whole epochs past their
+// leases while the clock moves between epochs, and the history of calls and
+// results is checked with porcupine against a sequential model of one
+// record. A history that is not linearizable fails the test, with the path
+// of a text log and porcupine's HTML visualization of it.
 func Run(t *testing.T, newHarness func(t *testing.T) storetest.Harness) {
 	t.Helper()
 	RunConfig(t, newHarness, Config{})

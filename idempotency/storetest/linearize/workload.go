@@ -145,9 +145,13 @@ func keyOf(rec idempotency.Record) int {
 	return -1
 }
 
-// step makes one random call.
+// step makes one random call: on a BatchStore, now and then a batch.
 func (c *client) step(ctx context.Context) {
 	c.n++
+	if bs, ok := c.r.h.Store.(idempotency.BatchStore); ok && c.rng.IntN(100) < batchShare {
+		c.batch(ctx, bs)
+		return
+	}
 	switch p := c.rng.IntN(100); {
 	case p < 25:
 		c.claim(ctx)
@@ -174,11 +178,16 @@ func (c *client) step(ctx context.Context) {
 	}
 }
 
+// epochNow returns the model time of the current epoch.
+func (c *client) epochNow() int64 {
+	c.r.epoch.RLock()
+	defer c.r.epoch.RUnlock()
+	return c.r.epoch.now
+}
+
 // call records one call on one key.
 func (c *client) call(in input, do func() output) output {
-	c.r.epoch.RLock()
-	in.Now = c.r.epoch.now
-	c.r.epoch.RUnlock()
+	in.Now = c.epochNow()
 	callAt := c.r.rec.now()
 	out := do()
 	c.r.rec.add(porcupine.Operation{ClientId: c.id, Input: in, Call: callAt, Output: out, Return: c.r.rec.now()})
@@ -186,30 +195,42 @@ func (c *client) call(in input, do func() output) output {
 }
 
 func (c *client) claim(ctx context.Context) {
-	k := c.rng.IntN(len(keys))
-	in := input{Kind: opClaim, Key: k, Fingerprint: "A", Lease: longLease.Microseconds(), TTL: ttl.Microseconds()}
-	if c.rng.IntN(20) == 0 {
-		in.Fingerprint = "B"
-	}
-	if c.rng.IntN(2) == 0 {
-		in.HasResume, in.Resume = true, fmt.Sprintf("resume-%d-%d", c.id, c.n)
-	}
-	req := idempotency.ClaimRequest{Caller: keys[k][0], Key: keys[k][1], Fingerprint: in.Fingerprint,
-		Lease: longLease, TTL: ttl}
-	if in.HasResume {
-		req.Resume = []byte(in.Resume)
-	}
+	in, req := c.claimRequest(c.rng.IntN(len(keys)), fmt.Sprintf("%d-%d", c.id, c.n))
 	c.call(in, func() output {
 		cl, err := c.r.h.Store.Claim(ctx, req)
 		if err != nil {
 			c.r.rec.unexpected("Claim", err)
 			return output{Err: err.Error()}
 		}
-		if cl.Outcome == idempotency.ClaimCreated || cl.Outcome == idempotency.ClaimTakenOver {
-			c.fences = append(c.fences, fence{key: k, attempt: cl.Record.Attempt, generation: cl.Record.Generation})
-		}
-		return output{Outcome: cl.Outcome, Rec: c.r.view(cl.Record)}
+		return c.claimed(in.Key, cl)
 	})
+}
+
+// claimRequest makes a claim of key k: mostly with fingerprint A, half the
+// time with a stored request to resume, named by tag.
+func (c *client) claimRequest(k int, tag string) (input, idempotency.ClaimRequest) {
+	in := input{Kind: opClaim, Key: k, Fingerprint: "A", Lease: longLease.Microseconds(), TTL: ttl.Microseconds()}
+	if c.rng.IntN(20) == 0 {
+		in.Fingerprint = "B"
+	}
+	if c.rng.IntN(2) == 0 {
+		in.HasResume, in.Resume = true, "resume-"+tag
+	}
+	req := idempotency.ClaimRequest{Caller: keys[k][0], Key: keys[k][1], Fingerprint: in.Fingerprint,
+		Lease: longLease, TTL: ttl}
+	if in.HasResume {
+		req.Resume = []byte(in.Resume)
+	}
+	return in, req
+}
+
+// claimed keeps the fence of a claim of key k that gave the client the
+// execution, and returns the claim as the model reads it.
+func (c *client) claimed(k int, cl idempotency.Claim) output {
+	if cl.Outcome == idempotency.ClaimCreated || cl.Outcome == idempotency.ClaimTakenOver {
+		c.fences = append(c.fences, fence{key: k, attempt: cl.Record.Attempt, generation: cl.Record.Generation})
+	}
+	return output{Outcome: cl.Outcome, Rec: c.r.view(cl.Record)}
 }
 
 // pickFence returns a fence the client holds: mostly its latest one for a
@@ -295,9 +316,7 @@ func (c *client) get(ctx context.Context) {
 // call of its own on that record's key, within the call's interval: the
 // store takes each over atomically, not all at once.
 func (c *client) takeOverStalled(ctx context.Context) {
-	c.r.epoch.RLock()
-	now := c.r.epoch.now
-	c.r.epoch.RUnlock()
+	now := c.epochNow()
 	callAt := c.r.rec.now()
 	recs, err := c.r.h.Store.TakeOverStalled(ctx, "", 0, longLease)
 	returnAt := c.r.rec.now()
@@ -323,9 +342,7 @@ func (c *client) takeOverStalled(ctx context.Context) {
 // listParked records, for every key, whether a ListParked call listed it
 // (and as what), as a call of its own on that key.
 func (c *client) listParked(ctx context.Context) {
-	c.r.epoch.RLock()
-	now := c.r.epoch.now
-	c.r.epoch.RUnlock()
+	now := c.epochNow()
 	callAt := c.r.rec.now()
 	recs, err := c.r.h.Store.ListParked(ctx, "", "", 0)
 	returnAt := c.r.rec.now()
