@@ -12,7 +12,6 @@ import (
 
 	"github.com/exactlyonce/retry"
 	"github.com/exactlyonce/retry/idempotency"
-	"github.com/go-sql-driver/mysql"
 )
 
 var _ idempotency.BatchStore = (*Store)(nil)
@@ -28,7 +27,8 @@ type recordKey struct{ caller, key string }
 // that have none are created by one INSERT of many rows (one round trip,
 // one commit). A request whose key has a record, whose key came earlier
 // in the batch, or whose INSERT met a concurrent claim (a duplicate key:
-// the INSERT of many rows then creates none), is claimed alone by Claim.
+// the INSERT of many rows then creates none; or a deadlock with one), is
+// claimed alone by Claim.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []idempotency.ClaimRequest) ([]idempotency.Claim, error) {
 	for _, req := range reqs {
 		if req.Lease <= 0 || req.TTL <= 0 {
@@ -144,8 +144,7 @@ func (s *Store) createMany(ctx context.Context, now int64, reqs []idempotency.Cl
 	}
 	query := s.q.insertHead + strings.TrimSuffix(strings.Repeat(s.q.insertRow+", ", len(idx)), ", ")
 	_, err := s.db.ExecContext(ctx, query, args...)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == errDuplicateKey {
+	if lostRace(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -287,7 +286,7 @@ func (b *myBatch) completeMany(ctx context.Context, pending []completion, stored
 	}
 	list := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(pending)), ", ") + ")"
 	query := s.q.completeMany[0] + responses.String() + s.q.completeMany[1] + list + s.q.completeMany[2] + fences.String() + " END"
-	res, err := s.db.ExecContext(ctx, query, args...)
+	res, err := s.execAlone(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("mysqlstore: batch commit: %w", classify(err))
 	}

@@ -18,6 +18,17 @@ const claimTries = 10
 // errDuplicateKey is MySQL's ER_DUP_ENTRY.
 const errDuplicateKey = 1062
 
+// lostRace reports whether err says that a claim's write, made on its own
+// (autocommit), met another claim of the same key and kept nothing, so the
+// claim reads again: a duplicate key, or a deadlock, which InnoDB makes of
+// inserts of one key that waited on a third transaction's insert of it
+// that rolled back (each holds a shared lock on the row and wants an
+// exclusive one) and answers by rolling the victim's statement back.
+func lostRace(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errDuplicateKey || me.Number == errDeadlock)
+}
+
 // Claim reads the record of (caller, key) with the database clock, without
 // a lock (a consistent read): a completed, live in-progress or mismatching
 // record is reported as it is, in one round trip, and nothing is written.
@@ -27,8 +38,9 @@ const errDuplicateKey = 1062
 // (likewise); or an UPDATE conditional on the attempt and generation read,
 // the fingerprint and the lease having run out takes a stale in-progress
 // record over (Attempt+1, Generation and recovery point kept, or req.Point
-// if it has none). A duplicate key, or an UPDATE that matched no row, means
-// another claim changed the record since the read, and Claim reads again.
+// if it has none). A duplicate key (or a deadlock of two inserts of the
+// key), or an UPDATE that matched no row, means another claim changed the
+// record since the read, and Claim reads again.
 // Lease and expiry run from the clock of the read.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.Claim, error) {
 	if req.Lease <= 0 || req.TTL <= 0 {
@@ -111,8 +123,7 @@ func (s *Store) create(ctx context.Context, id []byte, now int64, found bool, ol
 		res, err = s.db.ExecContext(ctx, s.q.insert, id, []byte(req.Caller), []byte(req.Key), []byte(req.Fingerprint),
 			gen, lu, req.Point, req.Resume, now, ex)
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == errDuplicateKey {
+	if lostRace(err) {
 		return idempotency.Claim{}, false, nil
 	}
 	if n, err := affected(res, err); err != nil || n == 0 {
@@ -125,7 +136,7 @@ func (s *Store) create(ctx context.Context, id []byte, now int64, found bool, ol
 // now. ok is false when the record changed since the read.
 func (s *Store) takeOver(ctx context.Context, id []byte, now int64, rec idempotency.Record, req idempotency.ClaimRequest) (idempotency.Claim, bool, error) {
 	lu := now + req.Lease.Microseconds()
-	res, err := s.db.ExecContext(ctx, s.q.takeOver, lu, req.Resume, req.Point, id, []byte(req.Caller), []byte(req.Key),
+	res, err := s.execAlone(ctx, s.q.takeOver, lu, req.Resume, req.Point, id, []byte(req.Caller), []byte(req.Key),
 		rec.Attempt, rec.Generation, []byte(req.Fingerprint), s.shiftArg(), s.shiftArg())
 	if n, err := affected(res, err); err != nil || n == 0 {
 		return idempotency.Claim{}, false, err
@@ -147,7 +158,7 @@ func (s *Store) takeOver(ctx context.Context, id []byte, now int64, rec idempote
 // leaving the execution to its holder. ok is false when the record changed
 // since the read.
 func (s *Store) mark(ctx context.Context, id []byte, rec idempotency.Record, req idempotency.ClaimRequest) (idempotency.Claim, bool, error) {
-	res, err := s.db.ExecContext(ctx, s.q.mark, []byte(req.Point), req.Resume, id, []byte(req.Caller), []byte(req.Key),
+	res, err := s.execAlone(ctx, s.q.mark, []byte(req.Point), req.Resume, id, []byte(req.Caller), []byte(req.Key),
 		rec.Attempt, rec.Generation, []byte(req.Fingerprint), s.shiftArg(), s.shiftArg())
 	if n, err := affected(res, err); err != nil || n == 0 {
 		return idempotency.Claim{}, false, err

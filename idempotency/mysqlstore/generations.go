@@ -25,7 +25,7 @@ func (s *Store) newGeneration(ctx context.Context) (int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.next >= g.stop {
-		res, err := s.db.ExecContext(ctx, s.q.nextGenerations, generationBlock)
+		res, err := s.execAlone(ctx, s.q.nextGenerations, generationBlock)
 		if err != nil {
 			return 0, fmt.Errorf("take generations: %w", classify(err))
 		}

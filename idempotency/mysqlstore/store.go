@@ -156,7 +156,23 @@ func (s *Store) Park(ctx context.Context, f idempotency.Fence, reason string) er
 
 // fenced runs a fenced write: no row matched means the fence no longer holds.
 func (s *Store) fenced(ctx context.Context, op, query string, args []any) error {
-	return fencedResult(op)(s.db.ExecContext(ctx, query, args...))
+	return fencedResult(op)(s.execAlone(ctx, query, args...))
+}
+
+// execAlone runs a write on its own (autocommit). InnoDB may choose it as
+// the victim of a deadlock (a write of a record's row and its index
+// entries meeting a statement that locks them in the other order, as a
+// takeover through the stalled index does); the victim is rolled back
+// whole and kept nothing, so the write runs again, txTries times at most.
+func (s *Store) execAlone(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	for try := 1; ; try++ {
+		res, err := s.db.ExecContext(ctx, query, args...)
+		var me *mysql.MySQLError
+		if try < txTries && ctx.Err() == nil && errors.As(err, &me) && me.Number == errDeadlock {
+			continue
+		}
+		return res, err
+	}
 }
 
 // fencedResult turns the result of a fenced write into an error.
