@@ -20,6 +20,9 @@ type group[Req, Res any] struct {
 	// abandon, if set, undoes the result of an operation whose caller left
 	// before it came back (nil: nothing to undo).
 	abandon func(ctx context.Context, res Res)
+	// batchAlone sends an operation that goes alone through many too, as
+	// a batch of one (set only by tests: grouptest.AlwaysBatch).
+	batchAlone bool
 
 	mu       sync.Mutex
 	inFlight int // operations on their way, at most groupInFlight
@@ -54,7 +57,7 @@ func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	if g.inFlight < groupInFlight {
 		g.inFlight++
 		g.mu.Unlock()
-		res, err := g.one(ctx, req)
+		res, err := g.alone(ctx, req)
 		g.next(ctx)
 		return res, err
 	}
@@ -81,6 +84,20 @@ func (g *group[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	}
 }
 
+// alone does req, an operation that goes by itself: through one, or as a
+// batch of one when the group is set to batchAlone.
+func (g *group[Req, Res]) alone(ctx context.Context, req Req) (Res, error) {
+	if !g.batchAlone {
+		return g.one(ctx, req)
+	}
+	res, err := g.many(ctx, []Req{req})
+	if err != nil {
+		var zero Res
+		return zero, err
+	}
+	return res[0], nil
+}
+
 // next sends what waits, on a goroutine of its own so that the caller
 // that finished goes on at once, or frees the group when nothing waits.
 func (g *group[Req, Res]) next(ctx context.Context) {
@@ -105,7 +122,7 @@ func (g *group[Req, Res]) send(ctx context.Context, batch []*groupWaiter[Req, Re
 	)
 	if len(batch) == 1 {
 		var r Res
-		r, err = g.one(ctx, batch[0].req)
+		r, err = g.alone(ctx, batch[0].req)
 		res = []Res{r}
 	} else {
 		reqs := make([]Req, len(batch))

@@ -18,3 +18,14 @@ func TestMemoryBatchStoreConformance(t *testing.T) {
 		return storetest.Harness{Store: idempotency.NewMemoryBatchStore(mock), Advance: mock.Add}
 	})
 }
+
+// The fault matrix on MemoryBatchStore: the faults of a store in the
+// process's memory, with the Runner's claims and completions alone and
+// batched.
+func TestMemoryBatchStoreFaults(t *testing.T) {
+	t.Parallel()
+	storetest.RunFaults(t, func(t *testing.T) (storetest.Harness, storetest.Faults) {
+		mock := clock.NewMock()
+		return storetest.Harness{Store: idempotency.NewMemoryBatchStore(mock), Advance: mock.Add}, storetest.Faults{}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exactlyonce/retry/idempotency"
+	"github.com/exactlyonce/retry/idempotency/internal/grouptest"
 )
 
 // One cell of the fault matrix: a keyed request, its work, the fault at
@@ -36,6 +37,10 @@ type faultRun struct {
 	fault  Fault
 	point  Point
 	runner *idempotency.Runner
+	// writes says the work writes locally: a TxStore with TxWrite, in a
+	// batched cell only for a fault of the transaction (a local write
+	// takes the completion out of the batch).
+	writes bool
 
 	mu      sync.Mutex
 	runs    int               // runs of the work
@@ -47,17 +52,37 @@ type faultRun struct {
 	release chan struct{} // lets it go on
 }
 
-// runCell runs fault at p and reports whether every check passed.
-func runCell(t *testing.T, h Harness, f Faults, fault Fault, p Point) bool {
+// runCell runs fault at p and reports whether every check passed; batched,
+// with every claim and completion of the Runner sent through the store's
+// batch operations, each batch with a companion (batchWatch).
+func runCell(t *testing.T, h Harness, f Faults, fault Fault, p Point, batched bool) bool {
 	r := &faultRun{t: t, h: h, f: f, fault: fault, point: p,
+		writes:  h.TxWrite != nil && isTxStore(h) && (!batched || fault.inTx()),
 		charges: map[string]string{}, hit: make(chan struct{}), release: make(chan struct{})}
-	r.runner = idempotency.NewRunner(h.Store, idempotency.WithLease(lease))
+	store := h.Store
+	var w *batchWatch
+	if batched {
+		store, w = watchBatches(h.Store)
+	}
+	r.runner = idempotency.NewRunner(store, idempotency.WithLease(lease))
+	if batched && !grouptest.AlwaysBatch(r.runner) {
+		t.Fatal("storetest: the Runner of a BatchStore does not batch")
+	}
 	r.runner.Register(faultWork, r.work)
-	ctx := context.Background()
+	r.run(context.Background())
+	if w != nil {
+		w.check(t, h, r.writes)
+	}
+	return !t.Failed()
+}
 
+// run strikes the cell's fault, carries the key to its outcome and checks
+// it.
+func (r *faultRun) run(ctx context.Context) {
+	t, f, fault, p := r.t, r.f, r.fault, r.point
 	if (fault == FaultKilled || fault == FaultPaused) && p != BeforeClaim && p != AfterOutcome {
 		r.stopMidWay(ctx)
-		return !t.Failed()
+		return
 	}
 	switch {
 	case p == BeforeClaim && fault == FaultDropped:
@@ -79,7 +104,6 @@ func runCell(t *testing.T, h Harness, f Faults, fault Fault, p Point) bool {
 	}
 	r.finish(false)
 	r.check("")
-	return !t.Failed()
 }
 
 // stopMidWay runs the first attempt on a goroutine of its own until it
@@ -268,7 +292,7 @@ func (r *faultRun) check(when string) {
 	if charges != 1 || late != 0 {
 		t.Errorf("%s%d charges, %d calls to the provider after the step's result was saved; want 1 and 0", when, charges, late)
 	}
-	if r.h.TxWrite == nil || r.h.TxWritten == nil || !isTxStore(r.h) {
+	if !r.writes || r.h.TxWritten == nil {
 		return
 	}
 	var committed []string
@@ -294,9 +318,9 @@ func (r *faultRun) check(when string) {
 var localWrites = []string{"reserve", "effect"}
 
 // localWrite makes run's local write w in the store's transaction, if
-// the store has one, and ignores its error.
+// the cell writes locally, and ignores its error.
 func (r *faultRun) localWrite(ctx context.Context, run int, w string) {
-	if r.h.TxWrite != nil && isTxStore(r.h) {
+	if r.writes {
 		_ = r.h.TxWrite(ctx, localName(run, w))
 	}
 }

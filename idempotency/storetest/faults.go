@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/exactlyonce/retry/idempotency"
 )
 
 // The fault matrix: RunFaults drives Runner.Do (and a Reconciler where a
@@ -209,15 +211,42 @@ func (m FaultMatrix) String() string {
 // carries on; a killed one ends) and the checks run again: nothing it does
 // may change the outcome.
 //
+// When the store is an idempotency.BatchStore, RunFaults runs the matrix
+// a second time, as subtests named "batched/fault/point", with the
+// Runner's group commit sending every claim through ClaimBatch and every
+// completion through a batch (BeginBatch, Begin, Complete, Commit), as
+// those of concurrent executions go, though the request goes alone. A
+// local write takes an execution's completion out of the batch (it
+// commits its own transaction), so in these cells the work writes
+// locally only when the fault is one of its transaction's.
+//
 // newHarness builds a fresh Harness for each cell, and the Faults that act
 // on its store. The faults that are database errors run only for a TxStore
 // with TxWrite, TxWritten and Faults.Tx; the dropped connections only with
-// Faults.Drop. RunFaults logs the matrix and returns it.
+// Faults.Drop. RunFaults logs the matrix (both, for a BatchStore) and
+// returns it; for a BatchStore, each cell holds the worse of its two
+// results.
 func RunFaults(t *testing.T, newHarness func(t *testing.T) (Harness, Faults)) FaultMatrix {
 	t.Helper()
-	// A first Harness tells which faults the store can cause; the cells it
-	// cannot run are not started.
+	// A first Harness tells which faults the store can cause, and whether
+	// it batches; the cells it cannot run are not started.
 	probe, probeFaults := newHarness(t)
+	m := runMatrix(t, newHarness, probe, probeFaults, false)
+	t.Logf("fault matrix:\n%s", m)
+	if _, ok := probe.Store.(idempotency.BatchStore); !ok {
+		return m
+	}
+	var batched FaultMatrix
+	t.Run("batched", func(t *testing.T) {
+		batched = runMatrix(t, newHarness, probe, probeFaults, true)
+		t.Logf("fault matrix, every claim and completion batched:\n%s", batched)
+	})
+	return m.worse(batched)
+}
+
+// runMatrix runs every cell of the matrix that the store can run, batched
+// or not, as subtests of t.
+func runMatrix(t *testing.T, newHarness func(t *testing.T) (Harness, Faults), probe Harness, probeFaults Faults, batched bool) FaultMatrix {
 	m := FaultMatrix{}
 	for _, fault := range faults {
 		m[fault] = map[Point]Cell{}
@@ -241,14 +270,34 @@ func RunFaults(t *testing.T, newHarness func(t *testing.T) (Harness, Faults)) Fa
 						m[fault][p] = CellNotRun
 					}
 				}()
-				if runCell(t, h, f, fault, p) {
+				if runCell(t, h, f, fault, p, batched) {
 					m[fault][p] = CellPassed
 				}
 			})
 		}
 	}
-	t.Logf("fault matrix:\n%s", m)
 	return m
+}
+
+// worse returns, for each cell, the worse of its results in m and o: a
+// failure, else a cell not run, else a pass. A nil o leaves m as it is.
+func (m FaultMatrix) worse(o FaultMatrix) FaultMatrix {
+	if o == nil {
+		return m
+	}
+	rank := map[Cell]int{CellNotApplicable: 0, CellPassed: 1, CellNotRun: 2, CellFailed: 3}
+	w := FaultMatrix{}
+	for _, f := range faults {
+		w[f] = map[Point]Cell{}
+		for _, p := range points {
+			a, b := m[f][p], o[f][p]
+			if rank[b] > rank[a] {
+				a = b
+			}
+			w[f][p] = a
+		}
+	}
+	return w
 }
 
 // cellName is the subtest's name of a cell: "deadlock/mid-handler".

@@ -91,8 +91,10 @@
 // handler's transaction) at every point of an execution (before the claim,
 // after it, mid-handler, after the effects before the outcome, after the
 // outcome), each checked for every effect exactly once, nothing lost and
-// no key stuck; what only the store can do (drop its connections, make a
-// statement of its transaction fail) it provides as Faults.
+// no key stuck, and, for an idempotency.BatchStore, again with every claim
+// and completion of the Runner sent through the store's batch operations;
+// what only the store can do (drop its connections, make a statement of its
+// transaction fail) it provides as Faults.
 //
 // The suite never sleeps: it moves time with Harness.Advance. It uses leases
 // and TTLs of whole seconds and always advances at least one second past a
