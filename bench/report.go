@@ -308,7 +308,8 @@ How the figures were made (loopback, %s in all):
   "go test -bench Cost -benchmem" in this module gives the same figures. The plain client's own
   cost is %.0f ns (GET) and %.0f ns (POST) on loopback, %.0f ns and %.0f ns in memory. A request
   without a deadline gets a timer of exactlyonce's per attempt (no attempt waits forever: 30 s
-  for the response headers), a request with one does not. %s
+  for the response headers), a request with one does not.
+  %s
 - **Retry-After**: a GET answered 503 with the header, then 200; honoured when the second
   attempt came at least %v later. 3600 s with 2 s left: "returns at once" hands the 503 back,
   "sleeps till the deadline" waits out the caller's deadline, "ignores it" retries at once.
@@ -457,10 +458,10 @@ func boundedNote(res Results) string {
 		return plain.Costs[costIndex(http.MethodGet, loopback, true)].AllocsPerOp -
 			plain.Costs[costIndex(http.MethodGet, loopback, false)].AllocsPerOp
 	}
-	return fmt.Sprintf(`Against the plain client bounding each request by hand (the same
-  requests with a 5 s deadline, which cost it %+d allocations for a GET on loopback and %+d in
-  memory), exactlyonce without a deadline costs %s (GET) and %s (POST, which it also keys) on
-  loopback, %s and %s in memory.`,
+	return fmt.Sprintf(`Against the plain client bounding each request by hand (the same requests
+  with a 5 s deadline, which cost it %+d allocations for a GET on loopback and %+d in memory),
+  exactlyonce without a deadline costs %s (GET) and %s (POST, which it also keys) on loopback,
+  %s and %s in memory.`,
 		added(true), added(false), vs(http.MethodGet, true), vs(http.MethodPost, true),
 		vs(http.MethodGet, false), vs(http.MethodPost, false))
 }
