@@ -39,7 +39,7 @@ func WriteMarkdown(w io.Writer, s Settings, res []Result, took time.Duration) {
 			fmt.Fprintf(w, "  %s: %s;\n", r.Backend, r.LimitHow)
 		}
 	}
-	fmt.Fprintf(w, "  the ratio is first executions through the Middleware over it (aim: 0.7x or more).\n")
+	fmt.Fprintf(w, "  the ratio is first executions through the Middleware over it.\n")
 	fmt.Fprintf(w, "- **CPU busy**: the share of the whole machine's CPU time (every core, every process: the client,\n")
 	fmt.Fprintf(w, "  the server and the database alike) that was not idle while the phase ran, from /proc/stat. Well\n")
 	fmt.Fprintf(w, "  below 100%%, the phase waited on something other than the CPU.\n")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/exactlyonce/retry/idempotency"
@@ -12,9 +11,7 @@ import (
 )
 
 func memoryBatchHarness(*testing.T) storetest.Harness {
-	mock := clock.NewMock()
-	mock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	return storetest.Harness{Store: idempotency.NewMemoryBatchStore(mock), Advance: mock.Add}
+	return onMockClock(func(c clock.Clock) idempotency.Store { return idempotency.NewMemoryBatchStore(c) })
 }
 
 func TestMemoryBatchStoreIsLinearizable(t *testing.T) {

@@ -17,9 +17,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func memoryHarness(*testing.T) storetest.Harness {
+	return onMockClock(func(c clock.Clock) idempotency.Store { return idempotency.NewMemoryStore(c) })
+}
+
+// onMockClock is a Harness of the store newStore makes on a mock clock.
+func onMockClock(newStore func(clock.Clock) idempotency.Store) storetest.Harness {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	return storetest.Harness{Store: idempotency.NewMemoryStore(mock), Advance: mock.Add}
+	return storetest.Harness{Store: newStore(mock), Advance: mock.Add}
 }
 
 func TestMemoryStoreIsLinearizable(t *testing.T) {
