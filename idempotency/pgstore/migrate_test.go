@@ -111,9 +111,6 @@ func TestSchemaSQLQuotesTheSchema(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	_, err := pgstore.New(nil)
 	assert.Error(t, err)
-	pool := newPool(t)
-	_, err = pgstore.New(pool, pgstore.WithSchema(""))
-	assert.Error(t, err, "an empty schema given explicitly")
 }
 
 // A store on a schema that was never migrated fails loudly, at New, with
@@ -210,6 +207,8 @@ func TestMigrateUpgradesToKeyHash(t *testing.T) {
 
 // An empty schema name is the default schema, the one New uses without
 // WithSchema: the simplest setup is Migrate(ctx, pool, "") and New(pool).
+// New takes an empty name alike, so one setting read from the
+// environment, empty or not, serves both.
 func TestMigrateEmptySchemaIsTheDefault(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
@@ -218,8 +217,10 @@ func TestMigrateEmptySchemaIsTheDefault(t *testing.T) {
 	var found bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgstore.DefaultSchema+".idempotency_keys").Scan(&found))
 	assert.True(t, found, "no table in the default schema")
-	store, err := pgstore.New(pool)
-	require.NoError(t, err)
-	_, err = store.Get(ctx, "caller", "no-such-key")
-	assert.ErrorIs(t, err, idempotency.ErrNotFound)
+	for _, opts := range [][]pgstore.Option{nil, {pgstore.WithSchema("")}} {
+		store, err := pgstore.New(pool, opts...)
+		require.NoError(t, err)
+		_, err = store.Get(ctx, "caller", "no-such-key")
+		assert.ErrorIs(t, err, idempotency.ErrNotFound)
+	}
 }

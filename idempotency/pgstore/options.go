@@ -20,8 +20,9 @@ type config struct {
 	shift  *TimeShift
 }
 
-// WithSchema sets the schema holding the store's tables (default DefaultSchema).
-// The schema must have been prepared with Migrate.
+// WithSchema sets the schema holding the store's tables (default DefaultSchema;
+// an empty name is DefaultSchema too, as for Migrate, so one setting, empty
+// or not, serves both). The schema must have been prepared with Migrate.
 func WithSchema(schema string) Option {
 	return optionFunc(func(c *config) { c.schema = schema })
 }

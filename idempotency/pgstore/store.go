@@ -47,7 +47,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 		o.apply(&c)
 	}
 	if c.schema == "" {
-		return nil, errors.New("pgstore: empty schema name")
+		c.schema = DefaultSchema // as Migrate takes an empty name
 	}
 	if err := checkSchema(pool, c.schema); err != nil {
 		return nil, err
